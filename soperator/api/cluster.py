@@ -1,0 +1,52 @@
+"""The whole SlurmCluster object: identity, metadata and the name-length rule."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from soperator.api.common import ApiModel
+from soperator.api.fields import LabelMap
+from soperator.api.spec import SlurmClusterSpec
+from soperator.api.status import SlurmClusterStatus
+
+GROUP = "slurm.soperator.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "SlurmCluster"
+PLURAL = "slurmclusters"
+
+# The longest derived name is "<name>-populate-jail" (14 chars) and StatefulSet pods carry a
+# "controller-revision-hash: <sts>-<10 chars>" label, which must stay within 63 characters.
+MAX_NAME_LENGTH = 40
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+class ObjectMeta(BaseModel):
+    """The subset of metadata the renderers use; the rest is kept by the apiserver."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    name: str = Field(min_length=1, max_length=MAX_NAME_LENGTH, pattern=NAME_PATTERN)
+    namespace: str = Field(default="default", min_length=1, max_length=63,
+                           pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    uid: Optional[str] = None
+    generation: Optional[int] = None
+    labels: LabelMap = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class SlurmCluster(ApiModel):
+    api_version: Literal["slurm.soperator.dev/v1alpha1"] = API_VERSION
+    kind: Literal["SlurmCluster"] = KIND
+    metadata: ObjectMeta
+    spec: SlurmClusterSpec = Field(default_factory=SlurmClusterSpec)
+    status: Optional[SlurmClusterStatus] = None
+
+    @property
+    def name(self) -> str:
+        return self.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.metadata.namespace

@@ -1,0 +1,138 @@
+"""Generate the SlurmCluster CustomResourceDefinition from the pydantic models.
+
+Kubernetes wants a *structural* OpenAPI v3 schema: no $ref, `nullable` instead of anyOf-null,
+every node typed (or int-or-string), no additionalProperties:false. pydantic emits JSON Schema
+2020-12, so this module rewrites it. The output is deterministic so the checked-in file can be
+compared byte for byte.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from soperator.api.cluster import GROUP, KIND, MAX_NAME_LENGTH, PLURAL, VERSION
+from soperator.api.spec import SlurmClusterSpec
+from soperator.api.status import SlurmClusterStatus
+from soperator.yamlio import dump
+
+SHORT_NAMES = ["slurm", "slc"]
+# JSON-schema keywords the apiserver does not accept, or that only repeat Python-side checks.
+_DROP = {"title", "$defs", "propertyNames", "examples"}
+
+
+def _resolve(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_resolve(n, defs) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _resolve(merged, defs)
+    return {k: _resolve(v, defs) for k, v in node.items() if k not in _DROP}
+
+
+def _structural(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_structural(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = dict(node)
+    options = node.get("anyOf")
+    if options and any(o == {"type": "null"} for o in options):
+        rest = [o for o in options if o != {"type": "null"}]
+        node.pop("anyOf")
+        node = {**(rest[0] if len(rest) == 1 else {"anyOf": rest}), **node, "nullable": True}
+    if node.get("default", 0) is None:
+        node.pop("default")
+    if node.get("additionalProperties") is False:
+        node.pop("additionalProperties")
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    return {k: _structural(v) for k, v in node.items()}
+
+
+def _apply_defaults(schema: dict[str, Any], defaults: Any) -> None:
+    """Copy the models' defaults into the schema, so the apiserver fills them in on create.
+
+    Objects get `default: {}` so the apiserver descends into them and applies nested defaults.
+    """
+    props = schema.get("properties")
+    if not props or not isinstance(defaults, dict):
+        return
+    for key, sub in props.items():
+        if key not in defaults:
+            continue
+        value = defaults[key]
+        if sub.get("type") == "object" and "properties" in sub:
+            sub["default"] = {}
+            _apply_defaults(sub, value)
+        else:
+            sub["default"] = value
+
+
+def _model_schema(model: type, defaults: Any) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    schema = _structural(_resolve(raw, raw.get("$defs", {})))
+    _apply_defaults(schema, defaults)
+    return schema
+
+
+def openapi_schema() -> dict[str, Any]:
+    spec = _model_schema(SlurmClusterSpec, SlurmClusterSpec().wire())
+    spec["default"] = {}
+    status = _model_schema(SlurmClusterStatus, None)
+    return {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        "x-kubernetes-validations": [{
+            "rule": f"size(self.metadata.name) <= {MAX_NAME_LENGTH}",
+            "message": f"metadata.name must be at most {MAX_NAME_LENGTH} characters: "
+                       "pod and label names are derived from it",
+        }],
+    }
+
+
+def crd() -> dict[str, Any]:
+    columns = [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {"name": "Workers", "type": "integer", "jsonPath": ".status.workers.ready",
+         "description": "ready worker pods"},
+        {"name": "Desired", "type": "integer", "jsonPath": ".spec.workers.replicas",
+         "description": "desired worker pods"},
+        {"name": "Login", "type": "string", "jsonPath": ".status.loginEndpoint"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {"kind": KIND, "listKind": f"{KIND}List", "plural": PLURAL,
+                      "singular": KIND.lower(), "shortNames": SHORT_NAMES, "categories": ["slurm"]},
+            "versions": [{
+                "name": VERSION,
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": openapi_schema()},
+                "subresources": {
+                    "status": {},
+                    "scale": {"specReplicasPath": ".spec.workers.replicas",
+                              "statusReplicasPath": ".status.workers.ready",
+                              "labelSelectorPath": ".status.workers.selector"},
+                },
+                "additionalPrinterColumns": columns,
+            }],
+        },
+    }
+
+
+def crd_yaml() -> str:
+    return "# Generated by `soperator crd` from soperator/api. Do not edit.\n" + dump(crd())

@@ -1,0 +1,100 @@
+"""Reusable constrained field types shared by the SlurmCluster models.
+
+Each type carries the JSON-schema hints the CRD generator needs, so the apiserver
+enforces the same rule pydantic does.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
+
+# Kubernetes' canonical quantity grammar: a signed decimal and an optional suffix.
+_QUANTITY_RE = re.compile(r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?P<suffix>[KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+            "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
+            "P": Decimal(10**15), "E": Decimal(10**18)}
+QUANTITY_PATTERN = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+
+
+def quantity_value(text: str) -> Decimal:
+    """Numeric value of a Kubernetes quantity string (e.g. '1Gi' -> 1073741824)."""
+    m = _QUANTITY_RE.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity (examples: 500m, 2, 64Mi, 1Gi)")
+    try:
+        num = Decimal(m["num"])
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise ValueError(f"{text!r} is not a number") from exc
+    suffix = m["suffix"] or ""
+    if suffix in _BINARY:
+        return num * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return num * _DECIMAL[suffix]
+    return num * (Decimal(10) ** int(suffix[1:]))
+
+
+def _to_quantity(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("a quantity must be a string or a number, not a boolean")
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _check_quantity(value: str) -> str:
+    if quantity_value(value) < 0:
+        raise ValueError(f"{value!r} must not be negative")
+    return value
+
+
+INT_OR_STRING = {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
+
+Quantity = Annotated[
+    str,
+    BeforeValidator(_to_quantity),
+    AfterValidator(_check_quantity),
+    WithJsonSchema({**INT_OR_STRING, "pattern": QUANTITY_PATTERN}),
+]
+
+# RFC 1123 label: what Kubernetes requires of label values used as names.
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
+
+# Slurm names end up in slurm.conf lines: no spaces, '=', '#' or commas.
+SLURM_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
+SlurmName = Annotated[str, Field(min_length=1, max_length=64, pattern=SLURM_NAME_PATTERN)]
+
+# A slurm.conf value: one line, and no '#', which would start a comment.
+SlurmValue = Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^\n\r#]+$")]
+
+ImageRef = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
+
+
+def _check_cidr(value: str) -> str:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a CIDR range (example: 203.0.113.0/24)") from exc
+    return value
+
+
+Cidr = Annotated[str, AfterValidator(_check_cidr), Field(max_length=64)]
+
+_SSH_KEY_RE = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-[a-z0-9@.-]+) [A-Za-z0-9+/=]+( [^\n\r]*)?$")
+
+
+def _check_ssh_key(value: str) -> str:
+    value = value.strip()
+    if not _SSH_KEY_RE.match(value):
+        raise ValueError("not an OpenSSH public key line (expected e.g. 'ssh-ed25519 AAAA... comment')")
+    return value
+
+
+SshPublicKey = Annotated[str, AfterValidator(_check_ssh_key), Field(max_length=16384)]
+
+LabelMap = dict[Annotated[str, Field(max_length=316)], Annotated[str, Field(max_length=63)]]

@@ -1,0 +1,59 @@
+"""Turn raw SlurmCluster manifests into models, with errors that name the offending field."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from soperator.api.cluster import SlurmCluster
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class SpecError(ValueError):
+    """A manifest that cannot be turned into a cluster; `errors` locates every problem."""
+
+    def __init__(self, errors: list[FieldError]):
+        self.errors = errors
+        super().__init__("; ".join(str(e) for e in errors))
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "<root>"
+
+
+def _message(err: dict[str, Any]) -> str:
+    msg = err["msg"]
+    # pydantic prefixes messages raised from our validators; the path already says where.
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix):]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    return msg
+
+
+def parse_cluster(manifest: Any) -> SlurmCluster:
+    """Validate a manifest (dict from YAML/JSON or the apiserver); raise SpecError on any problem."""
+    if not isinstance(manifest, dict):
+        raise SpecError([FieldError("<root>", f"expected a mapping, got {type(manifest).__name__}")])
+    body = {k: v for k, v in manifest.items() if k != "status"}
+    try:
+        return SlurmCluster.model_validate(body)
+    except ValidationError as exc:
+        errors = [FieldError(_path(e["loc"]), _message(e)) for e in exc.errors()]
+        raise SpecError(errors) from None

@@ -1,0 +1,113 @@
+"""`soperator` command line: render, validate and crd (the operator itself comes with `run`)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Iterator
+
+import yaml
+
+from soperator.api import SpecError, parse_cluster
+from soperator.api.crd import crd_yaml
+from soperator.yamlio import dump_all
+
+
+def _documents(path: str) -> Iterator[Any]:
+    with (sys.stdin if path == "-" else open(path)) as fh:
+        for doc in yaml.safe_load_all(fh):
+            if doc is not None:
+                yield doc
+
+
+def _load(path: str):
+    """Parse every document; report every error of every document before giving up."""
+    clusters, failed = [], False
+    try:
+        docs = list(_documents(path))
+    except (OSError, yaml.YAMLError) as exc:
+        print(f"error: {path}: {exc}", file=sys.stderr)
+        return None
+    if not docs:
+        print(f"error: {path}: no SlurmCluster document", file=sys.stderr)
+        return None
+    for index, doc in enumerate(docs):
+        try:
+            clusters.append(parse_cluster(doc))
+        except SpecError as exc:
+            failed = True
+            for err in exc.errors:
+                print(f"error: {path}[{index}]: {err.path}: {err.message}", file=sys.stderr)
+    return None if failed else clusters
+
+
+def _dump(objects: list[dict], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(objects if len(objects) != 1 else objects[0], indent=2, sort_keys=True) + "\n"
+    return dump_all(objects)
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from soperator.keys import load_or_create
+    from soperator.render import KeyMaterial, render_all
+
+    clusters = _load(args.file)
+    if clusters is None:
+        return 1
+    keys = None
+    if not args.no_secrets:
+        if not args.keys_dir:
+            print("error: --keys-dir DIR is required to render Secrets (or pass --no-secrets)",
+                  file=sys.stderr)
+            return 2
+        munge, host = load_or_create(args.keys_dir)
+        keys = KeyMaterial(munge_key=munge, ssh_host_keys=host)
+    objects = [obj for cluster in clusters for obj in render_all(cluster, keys)]
+    sys.stdout.write(_dump(objects, args.output))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    clusters = _load(args.file)
+    if clusters is None:
+        return 1
+    for cluster in clusters:
+        print(f"ok: {cluster.namespace}/{cluster.name}")
+    return 0
+
+
+def cmd_crd(args: argparse.Namespace) -> int:
+    text = crd_yaml()
+    if args.write:
+        with open(args.write, "w") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="soperator", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    render = sub.add_parser("render", help="print every Kubernetes object a SlurmCluster implies")
+    render.add_argument("-f", "--file", required=True, help="SlurmCluster YAML/JSON ('-' for stdin)")
+    render.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
+    render.add_argument("--keys-dir", help="munge/ssh host keys: read from here, created on first use")
+    render.add_argument("--no-secrets", action="store_true", help="leave the key Secrets out")
+    render.set_defaults(func=cmd_render)
+    validate = sub.add_parser("validate", help="check a SlurmCluster; errors name the field")
+    validate.add_argument("-f", "--file", required=True)
+    validate.set_defaults(func=cmd_validate)
+    crd = sub.add_parser("crd", help="print the CustomResourceDefinition generated from the API models")
+    crd.add_argument("--write", metavar="PATH", help="write to PATH instead of stdout")
+    crd.set_defaults(func=cmd_crd)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

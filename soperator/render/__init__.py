@@ -1,0 +1,51 @@
+"""Pure renderers: a validated SlurmCluster (plus key material) in, Kubernetes objects out.
+
+Objects come in apply order: secrets, config maps, the populate-jail Job, then the Slurm nodes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from soperator.api.cluster import SlurmCluster
+from soperator.keys import SshHostKey
+from soperator.render.common import Obj
+from soperator.render.configs import slurm_configs_config_map, sshd_config_map
+from soperator.render.controller import controller_service, controller_stateful_set
+from soperator.render.login import login_headless_service, login_ssh_service, login_stateful_set
+from soperator.render.populate_jail import populate_jail_job
+from soperator.render.secrets import munge_key_secret, ssh_host_keys_secret
+from soperator.render.worker import worker_service, worker_stateful_set
+
+
+@dataclass(frozen=True)
+class KeyMaterial:
+    munge_key: bytes
+    ssh_host_keys: dict[str, SshHostKey]
+
+
+def secrets(cluster: SlurmCluster, keys: KeyMaterial) -> list[Obj]:
+    """Only the Secrets the cluster does not bring itself (spec.secrets references)."""
+    out = []
+    if not cluster.spec.secrets.munge_key:
+        out.append(munge_key_secret(cluster, keys.munge_key))
+    if not cluster.spec.secrets.ssh_host_keys:
+        out.append(ssh_host_keys_secret(cluster, keys.ssh_host_keys))
+    return out
+
+
+def config_maps(cluster: SlurmCluster) -> list[Obj]:
+    return [slurm_configs_config_map(cluster), sshd_config_map(cluster)]
+
+
+def slurm_nodes(cluster: SlurmCluster) -> list[Obj]:
+    return [
+        controller_service(cluster), controller_stateful_set(cluster),
+        worker_service(cluster), worker_stateful_set(cluster),
+        login_headless_service(cluster), login_ssh_service(cluster), login_stateful_set(cluster),
+    ]
+
+
+def render_all(cluster: SlurmCluster, keys: KeyMaterial | None) -> list[Obj]:
+    """Every object of the cluster; without keys, the generated Secrets are left out."""
+    head = secrets(cluster, keys) if keys is not None else []
+    return head + config_maps(cluster) + [populate_jail_job(cluster)] + slurm_nodes(cluster)

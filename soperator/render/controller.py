@@ -1,0 +1,59 @@
+"""slurmctld: a one-pod StatefulSet and its headless Service."""
+from __future__ import annotations
+
+from soperator.api.cluster import SlurmCluster
+from soperator.render.common import Obj, object_name, resources, scheduling, tcp_probe
+from soperator.render.configs import slurm_config_hash
+from soperator.render.nodes import (CONTROLLER, dns_config, headless_service, slurm_mounts, slurm_volumes,
+                                    stateful_set)
+from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
+
+SLURMCTLD_PORT = 6817
+
+
+def _spool(cluster: SlurmCluster) -> tuple[list[Obj], list[Obj]]:
+    """(pod volumes, volumeClaimTemplates) for StateSaveLocation: a named PVC or one per pod."""
+    spool = cluster.spec.controller.spool
+    if spool.claim_name:
+        return [{"name": "spool", "persistentVolumeClaim": {"claimName": spool.claim_name}}], []
+    claim: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": spool.size}}}
+    if spool.storage_class_name:
+        claim["storageClassName"] = spool.storage_class_name
+    return [], [{"metadata": {"name": "spool"}, "spec": claim}]
+
+
+def controller_stateful_set(cluster: SlurmCluster) -> Obj:
+    spec = cluster.spec
+    spool_volumes, claim_templates = _spool(cluster)
+    container = {
+        "name": "slurmctld",
+        "image": spec.images.controller,
+        "imagePullPolicy": spec.images.pull_policy,
+        "env": [{"name": "SOPERATOR_COMPONENT", "value": CONTROLLER}],
+        "ports": [{"name": "slurmctld", "containerPort": SLURMCTLD_PORT, "protocol": "TCP"}],
+        "volumeMounts": slurm_mounts() + [{"name": "spool", "mountPath": PATHS.controller_spool}],
+        "readinessProbe": tcp_probe(SLURMCTLD_PORT, period=5, failures=3),
+        "livenessProbe": tcp_probe(SLURMCTLD_PORT, period=15, failures=8),
+        "resources": resources(spec.controller),
+    }
+    pod = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "dnsConfig": dns_config(cluster),
+        "terminationGracePeriodSeconds": 60,
+        "containers": [container],
+        "volumes": slurm_volumes(cluster) + spool_volumes,
+        **scheduling(spec.controller),
+    }
+    annotations = {CONFIG_HASH_ANNOTATION: slurm_config_hash(cluster, include_node_list=True)}
+    return stateful_set(cluster, CONTROLLER, 1, pod, annotations, claim_templates)
+
+
+def controller_service(cluster: SlurmCluster) -> Obj:
+    return headless_service(cluster, CONTROLLER,
+                            [{"name": "slurmctld", "port": SLURMCTLD_PORT, "targetPort": SLURMCTLD_PORT,
+                              "protocol": "TCP"}])
+
+
+def controller_endpoint(cluster: SlurmCluster) -> str:
+    return f"{object_name(cluster, CONTROLLER)}-0:{SLURMCTLD_PORT}"

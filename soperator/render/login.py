@@ -1,0 +1,70 @@
+"""Login nodes: sshd chrooted into the jail, a headless Service and the user-facing ssh Service."""
+from __future__ import annotations
+
+from soperator.api.cluster import SlurmCluster
+from soperator.render.common import (Obj, config_map_volume, content_hash, metadata, object_name, resources,
+                                     scheduling, secret_volume, selector_labels, tcp_probe)
+from soperator.render.configs import slurm_config_hash, sshd_config_hash, sshd_config_name
+from soperator.render.nodes import (LOGIN, dns_config, headless_service, jail_mounts, jail_volumes,
+                                    slurm_mounts, slurm_volumes, stateful_set)
+from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
+from soperator.render.secrets import ssh_host_keys_secret_name
+
+SSH_PORT = 22
+
+
+def login_stateful_set(cluster: SlurmCluster) -> Obj:
+    spec = cluster.spec
+    container = {
+        "name": "sshd",
+        "image": spec.images.login,
+        "imagePullPolicy": spec.images.pull_policy,
+        "env": [{"name": "SOPERATOR_COMPONENT", "value": LOGIN},
+                {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],
+        "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
+        # The entrypoint bind-mounts host-side paths (munge socket, slurm configs) into the jail.
+        "securityContext": {"privileged": True},
+        "volumeMounts": slurm_mounts() + jail_mounts(cluster) + [
+            {"name": "sshd-config", "mountPath": PATHS.sshd_config_dir, "readOnly": True},
+            {"name": "ssh-host-keys", "mountPath": PATHS.ssh_host_keys, "readOnly": True},
+        ],
+        "readinessProbe": tcp_probe(SSH_PORT, period=5, failures=3),
+        "livenessProbe": tcp_probe(SSH_PORT, period=15, failures=8),
+        "resources": resources(spec.login),
+    }
+    pod = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "dnsConfig": dns_config(cluster),
+        "terminationGracePeriodSeconds": 30,
+        "containers": [container],
+        "volumes": slurm_volumes(cluster) + jail_volumes(cluster) + [
+            config_map_volume("sshd-config", sshd_config_name(cluster)),
+            secret_volume("ssh-host-keys", ssh_host_keys_secret_name(cluster), 0o600),
+        ],
+        **scheduling(spec.login),
+    }
+    digest = content_hash([slurm_config_hash(cluster, include_node_list=False), sshd_config_hash(cluster)])
+    return stateful_set(cluster, LOGIN, spec.login.replicas, pod, {CONFIG_HASH_ANNOTATION: digest})
+
+
+def login_headless_service(cluster: SlurmCluster) -> Obj:
+    return headless_service(cluster, LOGIN, [{"name": "ssh", "port": SSH_PORT, "targetPort": SSH_PORT,
+                                              "protocol": "TCP"}])
+
+
+def login_ssh_service_name(cluster: SlurmCluster) -> str:
+    return object_name(cluster, LOGIN)
+
+
+def login_ssh_service(cluster: SlurmCluster) -> Obj:
+    svc = cluster.spec.login.service
+    port: Obj = {"name": "ssh", "port": SSH_PORT, "targetPort": SSH_PORT, "protocol": "TCP"}
+    if svc.node_port is not None:
+        port["nodePort"] = svc.node_port
+    spec: Obj = {"type": svc.type, "selector": selector_labels(cluster, LOGIN), "ports": [port]}
+    if svc.load_balancer_source_ranges:
+        spec["loadBalancerSourceRanges"] = list(svc.load_balancer_source_ranges)
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": metadata(cluster, login_ssh_service_name(cluster), LOGIN, svc.annotations),
+            "spec": spec}

@@ -1,0 +1,96 @@
+"""Pieces every Slurm node pod shares: config and key volumes, DNS search domains, the jail mounts."""
+from __future__ import annotations
+
+from soperator.api.cluster import SlurmCluster
+from soperator.render.common import (Obj, config_map_volume, labels, metadata, object_name, secret_volume,
+                                     selector_labels, service_domain)
+from soperator.render.configs import slurm_configs_name
+from soperator.render.paths import PATHS
+from soperator.render.secrets import munge_key_secret_name
+
+CONTROLLER = "controller"
+WORKER = "worker"
+LOGIN = "login"
+LOGIN_HEADLESS = "login-headless"
+
+
+def headless_service_name(cluster: SlurmCluster, component: str) -> str:
+    return object_name(cluster, LOGIN_HEADLESS if component == LOGIN else component)
+
+
+def dns_config(cluster: SlurmCluster) -> Obj:
+    """Slurm node names are bare pod names; these search domains make them resolve cluster-wide."""
+    searches = [service_domain(cluster, headless_service_name(cluster, c))
+                for c in (CONTROLLER, WORKER, LOGIN)]
+    return {"searches": searches}
+
+
+def slurm_volumes(cluster: SlurmCluster) -> list[Obj]:
+    return [
+        config_map_volume("slurm-configs", slurm_configs_name(cluster)),
+        secret_volume("munge-key", munge_key_secret_name(cluster), 0o400),
+    ]
+
+
+def slurm_mounts() -> list[Obj]:
+    return [
+        {"name": "slurm-configs", "mountPath": PATHS.slurm_config_dir, "readOnly": True},
+        {"name": "munge-key", "mountPath": PATHS.munge_key_dir, "readOnly": True},
+    ]
+
+
+def jail_volumes(cluster: SlurmCluster) -> list[Obj]:
+    jail = cluster.spec.jail
+    if jail.volume.host_path:
+        source: Obj = {"hostPath": {"path": jail.volume.host_path, "type": "Directory"}}
+    else:
+        claim = jail.volume.claim_name or object_name(cluster, "jail")
+        source = {"persistentVolumeClaim": {"claimName": claim}}
+    volumes = [{"name": "jail", **source}]
+    for sub in jail.sub_mounts:
+        volumes.append({"name": f"jail-sub-{sub.name}",
+                        "persistentVolumeClaim": {"claimName": sub.claim_name, "readOnly": sub.read_only}})
+    return volumes
+
+
+def jail_mounts(cluster: SlurmCluster) -> list[Obj]:
+    mounts = [{"name": "jail", "mountPath": PATHS.jail}]
+    for sub in cluster.spec.jail.sub_mounts:
+        mounts.append({"name": f"jail-sub-{sub.name}", "mountPath": PATHS.jail + sub.mount_path.rstrip("/"),
+                       "readOnly": sub.read_only})
+    return mounts
+
+
+def headless_service(cluster: SlurmCluster, component: str, ports: list[Obj]) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(cluster, headless_service_name(cluster, component), component),
+        "spec": {
+            "clusterIP": "None",
+            # Slurm daemons must find each other before they report ready.
+            "publishNotReadyAddresses": True,
+            "selector": selector_labels(cluster, component),
+            "ports": ports,
+        },
+    }
+
+
+def stateful_set(cluster: SlurmCluster, component: str, replicas: int, pod_spec: Obj,
+                 annotations: dict[str, str], claim_templates: list[Obj] | None = None) -> Obj:
+    spec: Obj = {
+        "replicas": replicas,
+        "serviceName": headless_service_name(cluster, component),
+        # Slurm nodes are independent; do not start them one by one.
+        "podManagementPolicy": "Parallel",
+        "selector": {"matchLabels": selector_labels(cluster, component)},
+        "updateStrategy": {"type": "RollingUpdate"},
+        "template": {
+            "metadata": {"labels": labels(cluster, component), "annotations": dict(sorted(annotations.items()))},
+            "spec": pod_spec,
+        },
+    }
+    if claim_templates:
+        spec["volumeClaimTemplates"] = claim_templates
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": metadata(cluster, object_name(cluster, component), component), "spec": spec}

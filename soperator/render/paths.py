@@ -1,0 +1,21 @@
+"""Where things live inside the pods. The node images' entrypoints use the same paths."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+PATHS = SimpleNamespace(
+    jail="/mnt/jail",
+    slurm_config_dir="/etc/slurm",
+    controller_spool="/var/spool/slurmctld",
+    worker_spool="/var/spool/slurmd",
+    munge_key_dir="/etc/soperator/munge",
+    ssh_host_keys="/etc/ssh/keys",
+    sshd_config_dir="/etc/ssh/soperator",
+    chroot_plugin="/opt/soperator/lib/spank_chroot.so",
+    pyxis_plugin="/usr/local/lib/slurm/spank_pyxis.so",
+    populate_target="/jail",
+)
+
+MUNGE_KEY_FILE = "munge.key"
+SSH_HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
+CONFIG_HASH_ANNOTATION = "slurm.soperator.dev/config-hash"

@@ -1,0 +1,55 @@
+"""slurmd: the worker StatefulSet (one pod per Slurm node) and its headless Service."""
+from __future__ import annotations
+
+from soperator.api.cluster import SlurmCluster
+from soperator.render.common import Obj, resources, scheduling, tcp_probe
+from soperator.render.configs import slurm_config_hash
+from soperator.render.nodes import (WORKER, dns_config, headless_service, jail_mounts, jail_volumes,
+                                    slurm_mounts, slurm_volumes, stateful_set)
+from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
+
+SLURMD_PORT = 6818
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def worker_stateful_set(cluster: SlurmCluster) -> Obj:
+    spec = cluster.spec
+    workers = spec.workers
+    gpu_limit = {GPU_RESOURCE: str(workers.gpus)} if workers.gpus else {}
+    container = {
+        "name": "slurmd",
+        "image": spec.images.worker,
+        "imagePullPolicy": spec.images.pull_policy,
+        "env": [{"name": "SOPERATOR_COMPONENT", "value": WORKER},
+                {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],
+        "ports": [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}],
+        # Each job step enters the jail with unshare + pivot_root, which need CAP_SYS_ADMIN.
+        "securityContext": {"privileged": True},
+        "volumeMounts": slurm_mounts() + jail_mounts(cluster) + [
+            {"name": "spool", "mountPath": PATHS.worker_spool},
+            {"name": "shm", "mountPath": "/dev/shm"},
+        ],
+        "readinessProbe": tcp_probe(SLURMD_PORT, period=5, failures=3),
+        "livenessProbe": tcp_probe(SLURMD_PORT, period=15, failures=8),
+        "resources": resources(workers, gpu_limit),
+    }
+    pod = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "dnsConfig": dns_config(cluster),
+        # Running steps get KillWait to stop before the pod is torn down.
+        "terminationGracePeriodSeconds": spec.slurm_config.kill_wait + 30,
+        "containers": [container],
+        "volumes": slurm_volumes(cluster) + jail_volumes(cluster) + [
+            {"name": "spool", "emptyDir": {}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": workers.shared_memory_size}},
+        ],
+        **scheduling(workers),
+    }
+    annotations = {CONFIG_HASH_ANNOTATION: slurm_config_hash(cluster, include_node_list=False)}
+    return stateful_set(cluster, WORKER, workers.replicas, pod, annotations)
+
+
+def worker_service(cluster: SlurmCluster) -> Obj:
+    return headless_service(cluster, WORKER, [{"name": "slurmd", "port": SLURMD_PORT,
+                                               "targetPort": SLURMD_PORT, "protocol": "TCP"}])
