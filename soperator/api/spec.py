@@ -131,6 +131,17 @@ class SecretRefs(ApiModel):
     ssh_host_keys: Optional[DnsLabel] = None
 
 
+# Keys the slurm.conf template always writes; a second copy in `extra` would silently win or clash.
+MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
+    "ClusterName", "SlurmctldHost", "ControlMachine", "SlurmUser", "SlurmctldPort", "SlurmdPort", "AuthType",
+    "CryptoType", "StateSaveLocation", "SlurmdSpoolDir", "SlurmctldPidFile", "SlurmdPidFile",
+    "SlurmctldLogFile", "SlurmdLogFile", "SlurmctldDebug", "SlurmdDebug", "CommunicationParameters",
+    "SlurmctldParameters", "PrivateData", "TreeWidth", "ResumeTimeout", "PlugStackConfig", "SchedulerType",
+    "SelectType", "SelectTypeParameters", "ProctrackType", "TaskPlugin", "ReturnToService", "SlurmdTimeout",
+    "MessageTimeout", "KillWait", "MinJobAge", "MaxJobCount", "DefMemPerCPU", "GresTypes",
+    "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "NodeName", "PartitionName"))
+
+
 class SlurmConfig(ApiModel):
     """Typed common slurm.conf keys; `extra` holds any other key verbatim."""
 
@@ -147,7 +158,16 @@ class SlurmConfig(ApiModel):
     max_job_count: int = Field(default=10000, ge=1)
     def_mem_per_cpu_mib: Optional[int] = Field(default=None, ge=1)
     debug_level: Literal["quiet", "fatal", "error", "info", "verbose", "debug", "debug2"] = "info"
+    resume_timeout: int = Field(default=600, ge=1, description="seconds a worker pod may take to register")
+    slurmctld_parameters: list[SlurmName] = Field(default_factory=list)
     extra: dict[SlurmName, SlurmValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _extra_keeps_off_managed_keys(self) -> "SlurmConfig":
+        for key in self.extra:
+            if key.lower() in MANAGED_SLURM_KEYS:
+                raise ValueError(f"extra.{key} is set by soperator; use the typed field or leave it")
+        return self
 
 
 class PlugStack(ApiModel):

@@ -1,0 +1,37 @@
+"""Every rendered object must be valid for the real Kubernetes API (official schemas, strict mode)."""
+import kubernetes_validate
+import pytest
+
+from soperator.render import render_all
+from tests.conftest import make_cluster
+
+VERSIONS = ["1.31", "1.35"]
+
+
+def _all_objects(cluster, keys):
+    return render_all(cluster, keys)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_example_objects_validate(example, keys, version):
+    for obj in _all_objects(example, keys):
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_variant_objects_validate(keys, version):
+    cluster = make_cluster(uid="0b5d2f8e-1111-2222-3333-444455556666",
+                           controller={"spool": {"claimName": "spool", "storageClassName": "fast"}},
+                           jail={"volume": {"hostPath": "/srv/jail"}},
+                           workers={"replicas": 0, "scheduling": {"affinity": {"nodeAffinity": {
+                               "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                                   {"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}}}})
+    for obj in _all_objects(cluster, keys):
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
+def test_strict_validation_catches_a_typo(keys):
+    obj = render_all(make_cluster(), keys)[-1]
+    obj["spec"]["template"]["spec"]["containerz"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(obj, "1.31", strict=True)

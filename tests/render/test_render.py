@@ -1,0 +1,139 @@
+"""Renderer properties: deterministic, labelled, owned, and the config hash rolls only what must roll."""
+import base64
+import json
+
+import pytest
+
+from soperator.render import render_all
+from soperator.render.configs import slurm_files
+from soperator.render.paths import CONFIG_HASH_ANNOTATION
+from soperator.yamlio import dump_all
+from tests.conftest import make_cluster
+
+UID = "0b5d2f8e-1111-2222-3333-444455556666"
+
+
+def _by_kind_name(objects):
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def _hash(objects, name):
+    return _by_kind_name(objects)[("StatefulSet", name)]["spec"]["template"]["metadata"]["annotations"][
+        CONFIG_HASH_ANNOTATION]
+
+
+def test_output_is_byte_identical_across_renders(example, keys):
+    assert dump_all(render_all(example, keys)) == dump_all(render_all(example, keys))
+
+
+def test_every_object_is_labelled_namespaced_and_owned(keys):
+    cluster = make_cluster(uid=UID)
+    objects = render_all(cluster, keys)
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == ["ConfigMap", "ConfigMap", "Job", "Secret", "Secret", "Service", "Service", "Service",
+                     "Service", "StatefulSet", "StatefulSet", "StatefulSet"]
+    for obj in objects:
+        meta = obj["metadata"]
+        assert meta["namespace"] == "hpc"
+        assert meta["labels"]["app.kubernetes.io/instance"] == "demo"
+        assert meta["labels"]["app.kubernetes.io/managed-by"] == "soperator"
+        assert meta["labels"]["app.kubernetes.io/name"] == "slurm"
+        assert meta["ownerReferences"] == [{"apiVersion": "slurm.soperator.dev/v1alpha1", "kind": "SlurmCluster",
+                                            "name": "demo", "uid": UID, "controller": True,
+                                            "blockOwnerDeletion": True}]
+
+
+def test_apply_order_secrets_configs_job_then_nodes(keys):
+    kinds = [o["kind"] for o in render_all(make_cluster(), keys)]
+    assert kinds.index("Job") > max(i for i, k in enumerate(kinds) if k in ("Secret", "ConfigMap"))
+    assert kinds.index("Job") < kinds.index("StatefulSet")
+
+
+def test_key_material_goes_into_secrets_unchanged(keys):
+    objects = _by_kind_name(render_all(make_cluster(), keys))
+    munge = objects[("Secret", "demo-munge-key")]["data"]["munge.key"]
+    assert base64.b64decode(munge) == keys.munge_key and len(keys.munge_key) == 1024
+    host = objects[("Secret", "demo-ssh-host-keys")]["data"]
+    assert base64.b64decode(host["ssh_host_ed25519_key.pub"]).decode().startswith("ssh-ed25519 ")
+    assert set(host) == {f"ssh_host_{t}_key{s}" for t in ("ed25519", "ecdsa", "rsa") for s in ("", ".pub")}
+
+
+def test_user_supplied_secrets_are_referenced_not_generated(keys):
+    cluster = make_cluster(secrets={"mungeKey": "site-munge", "sshHostKeys": "site-ssh"})
+    objects = render_all(cluster, keys)
+    assert not [o for o in objects if o["kind"] == "Secret"]
+    text = json.dumps(objects)
+    assert '"secretName": "site-munge"' in text and '"secretName": "site-ssh"' in text
+
+
+@pytest.mark.parametrize("count,expected", [(1, "demo-worker-0"), (5, "demo-worker-[0-4]"),
+                                            (5000, "demo-worker-[0-4999]")])
+def test_slurm_conf_lists_workers_as_one_range(count, expected):
+    conf = slurm_files(make_cluster(workers={"replicas": count}))["slurm.conf"]
+    node_lines = [ln for ln in conf.splitlines() if ln.startswith("NodeName=")]
+    assert node_lines == [f"NodeName={expected} CPUs=1 RealMemory=1024 State=CLOUD"]
+
+
+def test_output_size_does_not_grow_with_workers(keys):
+    small = dump_all(render_all(make_cluster(workers={"replicas": 10}), keys))
+    big = dump_all(render_all(make_cluster(workers={"replicas": 5000}), keys))
+    assert abs(len(big) - len(small)) <= 8  # only the digits of the counts differ
+
+
+def test_scaling_workers_rolls_only_the_controller(keys):
+    before = render_all(make_cluster(workers={"replicas": 2}), keys)
+    after = render_all(make_cluster(workers={"replicas": 3}), keys)
+    assert _hash(before, "demo-controller") != _hash(after, "demo-controller")
+    assert _hash(before, "demo-worker") == _hash(after, "demo-worker")
+    assert _hash(before, "demo-login") == _hash(after, "demo-login")
+
+
+def test_a_slurm_setting_change_rolls_every_slurm_node(keys):
+    before = render_all(make_cluster(), keys)
+    after = render_all(make_cluster(slurmConfig={"killWait": 45}), keys)
+    for name in ("demo-controller", "demo-worker", "demo-login"):
+        assert _hash(before, name) != _hash(after, name)
+
+
+def test_an_sshd_change_rolls_only_login(keys):
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ1aXhiSl5sMPz9ViyQz1O0aVd9hP0N1T9YvYzVZ8v0m x"
+    before = render_all(make_cluster(), keys)
+    after = render_all(make_cluster(login={"rootSshPublicKeys": [key]}), keys)
+    assert _hash(before, "demo-login") != _hash(after, "demo-login")
+    assert _hash(before, "demo-worker") == _hash(after, "demo-worker")
+
+
+def test_gpu_workers_get_gres_and_device_limits():
+    cluster = make_cluster(workers={"replicas": 4, "gpus": 8, "gres": ["shard:16"]})
+    files = slurm_files(cluster)
+    assert "GresTypes=gpu,shard" in files["slurm.conf"]
+    assert "Gres=gpu:8,shard:16" in files["slurm.conf"]
+    assert "NodeName=demo-worker-[0-3] Name=gpu File=/dev/nvidia[0-7]" in files["gres.conf"]
+    sts = _by_kind_name(render_all(cluster, None))[("StatefulSet", "demo-worker")]
+    assert sts["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+
+
+def test_plugstack_is_required_and_pyxis_optional():
+    plain = slurm_files(make_cluster())["plugstack.conf"]
+    assert "required /opt/soperator/lib/spank_chroot.so /mnt/jail" in plain and "pyxis" not in plain
+    assert "spank_pyxis.so" in slurm_files(make_cluster(plugStack={"pyxis": True}))["plugstack.conf"]
+
+
+def test_login_service_follows_the_spec():
+    cluster = make_cluster(login={"service": {"type": "LoadBalancer", "annotations": {"a/b": "c"},
+                                              "loadBalancerSourceRanges": ["203.0.113.0/24"]}})
+    svc = _by_kind_name(render_all(cluster, None))[("Service", "demo-login")]
+    assert svc["spec"]["type"] == "LoadBalancer"
+    assert svc["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    assert svc["metadata"]["annotations"] == {"a/b": "c"}
+    node_port = make_cluster(login={"service": {"type": "NodePort", "nodePort": 30022}})
+    svc = _by_kind_name(render_all(node_port, None))[("Service", "demo-login")]
+    assert svc["spec"]["ports"][0]["nodePort"] == 30022
+
+
+def test_populate_job_carries_overwrite_flag():
+    for flag in (False, True):
+        job = _by_kind_name(render_all(make_cluster(populateJail={"overwrite": flag}), None))[
+            ("Job", "demo-populate-jail")]
+        env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert env["SOPERATOR_POPULATE_OVERWRITE"] == str(flag).lower()
