@@ -16,7 +16,7 @@ from soperator.yamlio import dump
 
 SHORT_NAMES = ["slurm", "slc"]
 # JSON-schema keywords the apiserver does not accept, or that only repeat Python-side checks.
-_DROP = {"title", "$defs", "propertyNames", "examples"}
+_DROP = {"title", "$defs", "propertyNames", "patternProperties", "examples"}
 
 
 def _resolve(node: Any, defs: dict[str, Any]) -> Any:
@@ -28,6 +28,9 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
         target = defs[node["$ref"].rsplit("/", 1)[-1]]
         merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
         return _resolve(merged, defs)
+    if "patternProperties" in node and "additionalProperties" not in node:
+        # Maps with constrained keys: Kubernetes has no patternProperties; the key rule stays Python-side.
+        node = {**node, "additionalProperties": next(iter(node["patternProperties"].values()))}
     return {k: _resolve(v, defs) for k, v in node.items() if k not in _DROP}
 
 

@@ -10,7 +10,8 @@ import yaml
 from soperator.api.crd import crd, crd_yaml
 from tests.support_paths import CRD_FILE, EXAMPLES, ROOT
 
-FORBIDDEN_KEYS = {"$ref", "$defs", "definitions", "uniqueItems", "title", "propertyNames", "const"}
+FORBIDDEN_KEYS = {"$ref", "$defs", "definitions", "uniqueItems", "title", "propertyNames", "patternProperties",
+                  "const"}
 
 
 def _schema():
@@ -52,6 +53,12 @@ def test_schema_is_structural():
             assert "type" in node, f"{path} has no type"
         if node.get("x-kubernetes-preserve-unknown-fields"):
             assert node["type"] == "object", path
+
+
+def test_maps_keep_their_value_schema():
+    spec = _schema()["properties"]["spec"]["properties"]
+    extra = spec["slurmConfig"]["properties"]["extra"]
+    assert extra["type"] == "object" and extra["additionalProperties"]["type"] == "string"
 
 
 def test_preserve_unknown_fields_only_on_affinity():

@@ -1,0 +1,203 @@
+"""A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, controller-manager, scheduler.
+
+Everything lives in one work directory (PKI, etcd data, logs, kubeconfig). Processes are started
+here and stopped here by PID. Ports are chosen free at start; a component that exits during start
+(a port taken meanwhile, a bad flag) fails the start at once with its log, instead of a hang.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.cluster.build import ensure_binaries
+from tests.cluster.pki import TestPKI
+
+
+class ControlPlaneError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Component:
+    name: str
+    argv: list[str]
+    log: Path
+    proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as fh:
+            self.proc = subprocess.Popen(self.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace: float = 10) -> None:
+        if not self.alive():
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass
+class ControlPlane:
+    workdir: Path
+    api_port: int = 0
+    etcd_port: int = 0
+    components: list[Component] = field(default_factory=list)
+    start_seconds: float = 0.0
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "admin.kubeconfig"
+
+    def start(self, timeout: float = 120) -> "ControlPlane":
+        began = time.monotonic()
+        bins = ensure_binaries()
+        etcd = shutil.which("etcd")
+        if not etcd:
+            raise ControlPlaneError("etcd not found: install Debian's etcd-server (see .ci/run)")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        logs = self.workdir / "logs"
+        logs.mkdir(exist_ok=True)
+        self.pki = TestPKI(self.workdir / "pki")
+        self.api_port = self.api_port or free_port()
+        self.etcd_port = self.etcd_port or free_port()
+        self._write_kubeconfig()
+        pki = self.pki
+        etcd_url = f"http://127.0.0.1:{self.etcd_port}"
+        peer_url = f"http://127.0.0.1:{free_port()}"
+        self.components = [
+            Component("etcd", [etcd, "--name", "test", "--data-dir", str(self.workdir / "etcd"),
+                               "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
+                               "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
+                               "--initial-cluster", f"test={peer_url}", "--log-level", "warn"],
+                      logs / "etcd.log"),
+            Component("kube-apiserver", [
+                str(bins["kube-apiserver"]), f"--etcd-servers={etcd_url}", f"--secure-port={self.api_port}",
+                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca_cert}", "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
+                "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true", "--profiling=false",
+                "--v=1"], logs / "kube-apiserver.log"),
+            Component("kube-controller-manager", [
+                str(bins["kube-controller-manager"]), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
+                "--secure-port=0", f"--service-account-private-key-file={pki.sa_key}",
+                f"--root-ca-file={pki.ca_cert}", "--controllers=*", "--v=1"], logs / "kube-controller-manager.log"),
+            Component("kube-scheduler", [
+                str(bins["kube-scheduler"]), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
+                "--secure-port=0", "--v=1"], logs / "kube-scheduler.log"),
+        ]
+        try:
+            for comp in self.components:
+                comp.start()
+                if comp.name == "etcd":
+                    self._wait(comp, lambda: self._http_ok(f"{etcd_url}/health"), began + timeout)
+                elif comp.name == "kube-apiserver":
+                    self._wait(comp, lambda: self._https_ok("/readyz"), began + timeout)
+            # The controller-manager is up once it has created the default ServiceAccount.
+            self._wait(self.components[2], self._default_service_account_exists, began + timeout)
+            self._wait(self.components[3], lambda: True, began + timeout)
+        except ControlPlaneError:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        for comp in reversed(self.components):
+            comp.stop()
+
+    def dead_components(self) -> list[str]:
+        return [c.name for c in self.components if not c.alive()]
+
+    def logs(self) -> str:
+        return "\n".join(f"----- {c.name} (last lines) -----\n{c.tail()}" for c in self.components)
+
+    # --- readiness -------------------------------------------------------------------------------
+
+    def _wait(self, comp: Component, ready, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if not comp.alive():
+                raise ControlPlaneError(f"{comp.name} exited with code {comp.proc.returncode} during start:\n"
+                                        f"{comp.tail()}")
+            if ready():
+                return
+            time.sleep(0.2)
+        raise ControlPlaneError(f"{comp.name} not ready in time:\n{comp.tail()}")
+
+    @staticmethod
+    def _http_ok(url: str) -> bool:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
+        ctx.load_cert_chain(str(self.pki.admin_cert), str(self.pki.admin_key))
+        return ctx
+
+    def request(self, path: str, timeout: float = 5) -> tuple[int, bytes]:
+        req = urllib.request.Request(self.url + path)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout, context=self.ssl_context()) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+    def _https_ok(self, path: str) -> bool:
+        try:
+            return self.request(path, timeout=2)[0] == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _default_service_account_exists(self) -> bool:
+        try:
+            return self.request("/api/v1/namespaces/default/serviceaccounts/default")[0] == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def _write_kubeconfig(self) -> None:
+        pki = self.pki
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.url,
+                                                       "certificate-authority": str(pki.ca_cert)}}],
+            "users": [{"name": "admin", "user": {"client-certificate": str(pki.admin_cert),
+                                                  "client-key": str(pki.admin_key)}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
+        }
+        self.kubeconfig.write_text(json.dumps(config, indent=2))
+        os.chmod(self.kubeconfig, 0o600)

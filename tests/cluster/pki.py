@@ -1,0 +1,72 @@
+"""Throw-away PKI for a test control plane: a CA, serving and client certificates, the SA key pair."""
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+
+def _key_pem(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _name(common_name: str, org: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
+    if org:
+        attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(attrs)
+
+
+class TestPKI:
+    """Files are written under `directory`; attributes hold their paths."""
+
+    def __init__(self, directory: Path):
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        self._valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=2))
+        self._ca_key = ec.generate_private_key(ec.SECP256R1())
+        self._ca_cert = (x509.CertificateBuilder().subject_name(_name("soperator-test-ca"))
+                         .issuer_name(_name("soperator-test-ca")).public_key(self._ca_key.public_key())
+                         .serial_number(x509.random_serial_number())
+                         .not_valid_before(self._valid[0]).not_valid_after(self._valid[1])
+                         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                         .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False,
+                                                      False), critical=True)
+                         .sign(self._ca_key, hashes.SHA256()))
+        self.ca_cert = self._write("ca.crt", self._ca_cert.public_bytes(serialization.Encoding.PEM))
+        self.serving_cert, self.serving_key = self._issue(
+            "kube-apiserver", None, ExtendedKeyUsageOID.SERVER_AUTH,
+            dns=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+            ips=["127.0.0.1"])
+        self.admin_cert, self.admin_key = self._issue("soperator-test-admin", "system:masters",
+                                                      ExtendedKeyUsageOID.CLIENT_AUTH)
+        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.sa_key = self._write("sa.key", _key_pem(sa_key))
+        self.sa_pub = self._write("sa.pub", sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+
+    def _write(self, name: str, data: bytes) -> Path:
+        path = self.dir / name
+        path.write_bytes(data)
+        path.chmod(0o600)
+        return path
+
+    def _issue(self, cn: str, org: str | None, usage, dns=(), ips=()) -> tuple[Path, Path]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (x509.CertificateBuilder().subject_name(_name(cn, org)).issuer_name(self._ca_cert.subject)
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(self._valid[0]).not_valid_after(self._valid[1])
+                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+        sans = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self._ca_key, hashes.SHA256())
+        return (self._write(f"{cn}.crt", cert.public_bytes(serialization.Encoding.PEM)),
+                self._write(f"{cn}.key", _key_pem(key)))

