@@ -1,0 +1,31 @@
+/* Entering the jail: the part of the plugin that needs no Slurm symbols, so tests can call it. */
+#ifndef SOPERATOR_JAIL_H
+#define SOPERATOR_JAIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What the plugin must do for one step. */
+enum soperator_action {
+    SOPERATOR_SKIP = 0,   /* not a step to jail (local context, extern step) */
+    SOPERATOR_ENTER = 1,  /* pivot into the jail */
+    SOPERATOR_REFUSE = 2, /* misconfigured: fail the step */
+};
+
+/* Decide from the SPANK context (remote or not), the step id and the plugin arguments.
+ * On REFUSE, err holds the reason. */
+int soperator_decide(int remote, uint32_t step_id, int argc, const char *const *argv, char *err,
+                     size_t errlen);
+
+/* Check that `jail` is usable as a root: an absolute, existing directory that holds a shell.
+ * Returns 0, or -1 with the reason in err. Never changes anything. */
+int soperator_check_jail(const char *jail, char *err, size_t errlen);
+
+/* Move the calling process into a new mount namespace whose root is `jail`:
+ * unshare(CLONE_NEWNS), / made rslave, pivot_root into the jail, old root detached, chdir /,
+ * a fresh /proc. Returns 0, or -1 with the failing step and errno text in err. On failure the
+ * process may be left in a private mount namespace, but its root is never the jail half-made:
+ * callers must fail the step, never carry on. */
+int soperator_enter_jail(const char *jail, char *err, size_t errlen);
+
+#endif

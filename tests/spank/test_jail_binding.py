@@ -1,0 +1,143 @@
+"""The plugin's C jail code, called directly through its cffi binding, in child processes."""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+
+import pytest
+
+from tests.support.thin_jail import MARKER, make_thin_jail
+
+lib_mod = pytest.importorskip("spank_chroot._jail", reason="run `python -m spank_chroot.build` first")
+ffi, lib = lib_mod.ffi, lib_mod.lib
+STEP_EXTERN, STEP_BATCH, STEP_INTERACTIVE = 0xFFFFFFFC, 0xFFFFFFFB, 0xFFFFFFFA
+CLONE_NEWNS = 0x00020000
+MS_BIND, MS_REC, MS_PRIVATE, MS_RDONLY, MS_REMOUNT = 4096, 16384, 1 << 18, 1, 32
+
+
+def _err():
+    return ffi.new("char[512]")
+
+
+def _argv(*args):
+    keep = [ffi.new("char[]", a.encode()) for a in args]
+    return keep, ffi.new("const char *[]", keep + [ffi.NULL])
+
+
+@pytest.mark.parametrize("remote,step,args,expected", [
+    (False, 0, ["/mnt/jail"], lib.SOPERATOR_SKIP),
+    (True, STEP_EXTERN, ["/mnt/jail"], lib.SOPERATOR_SKIP),
+    (True, STEP_BATCH, ["/mnt/jail"], lib.SOPERATOR_ENTER),
+    (True, STEP_INTERACTIVE, ["/mnt/jail"], lib.SOPERATOR_ENTER),
+    (True, 0, ["/mnt/jail"], lib.SOPERATOR_ENTER),
+    (True, 0, [], lib.SOPERATOR_REFUSE),
+    (True, 0, ["/a", "/b"], lib.SOPERATOR_REFUSE),
+    (True, 0, [""], lib.SOPERATOR_REFUSE),
+])
+def test_decide(remote, step, args, expected):
+    keep, argv = _argv(*args)
+    err = _err()
+    assert lib.soperator_decide(int(remote), step, len(args), argv, err, 512) == expected
+    if expected == lib.SOPERATOR_REFUSE:
+        assert b"jail path" in ffi.string(err)
+
+
+def test_check_accepts_a_populated_jail(tmp_path):
+    jail = make_thin_jail(tmp_path / "jail")
+    os.rmdir(jail / "usr")
+    (jail / "usr" / "bin").mkdir(parents=True)
+    (jail / "usr" / "bin" / "sh").write_text("#!/x\n")
+    os.chmod(jail / "usr" / "bin" / "sh", 0o755)
+    assert lib.soperator_check_jail(str(jail).encode(), _err(), 512) == 0
+
+
+@pytest.mark.parametrize("case,reason", [
+    ("relative", b"must be absolute"), ("missing", b"No such file"), ("file", b"not a directory"),
+    ("empty", b"holds no /bin/sh"),
+])
+def test_check_rejects_unusable_jails(tmp_path, case, reason):
+    path = {"relative": "jail", "missing": str(tmp_path / "nope"), "file": str(tmp_path / "f"),
+            "empty": str(tmp_path)}[case]
+    (tmp_path / "f").write_text("")
+    err = _err()
+    assert lib.soperator_check_jail(path.encode(), err, 512) == -1
+    assert reason in ffi.string(err)
+
+
+def _in_child(fn) -> tuple[int, bytes]:
+    """Run fn in a forked child (it changes the mount namespace); return (exit code, what it wrote)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        code = 1
+        try:
+            code = fn(write)
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        data = fh.read()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), data
+
+
+def _bind_usr(jail: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.unshare(CLONE_NEWNS) == 0
+    assert libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0
+    assert libc.mount(b"/usr", f"{jail}/usr".encode(), None, MS_BIND | MS_REC, None) == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_enter_jail_pivots_the_process_into_it(tmp_path):
+    jail = str(make_thin_jail(tmp_path / "jail"))
+
+    def child(out):
+        _bind_usr(jail)
+        err = _err()
+        if lib.soperator_enter_jail(jail.encode(), err, 512) != 0:
+            os.write(out, b"ERR " + ffi.string(err))
+            return 3
+        shown = subprocess.run(["/bin/sh", "-c", "cat /jail-marker; . /etc/os-release; echo $ID; "
+                                "ls /proc/self/ >/dev/null && echo proc-ok; pwd"], capture_output=True)
+        os.write(out, shown.stdout + shown.stderr)
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0, data
+    assert data.decode().split() == [MARKER, MARKER, "proc-ok", "/"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_old_root_is_not_reachable_from_the_jail(tmp_path):
+    jail = str(make_thin_jail(tmp_path / "jail"))
+    secret = tmp_path / "host-only"
+    secret.write_text("host\n")
+
+    def child(out):
+        _bind_usr(jail)
+        if lib.soperator_enter_jail(jail.encode(), _err(), 512) != 0:
+            return 3
+        mount_points = [line.split()[4] for line in open("/proc/self/mountinfo")]
+        leaked = any(p.startswith(str(tmp_path)) for p in mount_points)
+        os.write(out, f"{os.path.exists(str(secret))} {leaked}".encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0 and data == b"False False"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_missing_jail_fails_and_leaves_the_root_alone(tmp_path):
+    def child(out):
+        err = _err()
+        rc = lib.soperator_enter_jail(str(tmp_path / "absent").encode(), err, 512)
+        os.write(out, f"{rc} {os.path.exists('/etc/os-release')} ".encode() + ffi.string(err))
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0
+    rc, host_root, reason = data.decode().split(" ", 2)
+    assert rc == "-1" and host_root == "True" and "No such file" in reason
