@@ -1,33 +1,64 @@
 /* SPANK glue: slurmstepd calls slurm_spank_init_post_opt for every step; remote steps are moved
- * into the jail given as the plugin argument. Any failure fails the step (fail closed). */
+ * into the jail given as the plugin argument.
+ *
+ * Fail closed twice. Returning an error from init_post_opt is not enough: measured with Slurm
+ * 22.05, slurmstepd logs "required plugin ... failed" and still runs the tasks on the host root.
+ * So each task also passes through task_init_privileged, in the forked task just before exec, and
+ * exits there unless its step really entered the jail (or is a step that stays on the host). */
 #include <slurm/spank.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "jail.h"
 
 SPANK_PLUGIN(soperator_chroot, 1);
 
+/* Exit status of a task refused because the jail could not be entered ("cannot execute"). */
+#define REFUSED_EXIT 126
+
+/* Set by init_post_opt in the stepd; forked tasks inherit it. */
+static enum { UNDECIDED, ALLOWED, REFUSED } step_state = UNDECIDED;
+static char refusal[512] = "the plugin did not run for this step";
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
-    char err[512] = "";
     uint32_t step_id = 0;
     int remote = spank_context() == S_CTX_REMOTE;
 
     if (remote && spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS) {
-        slurm_error("soperator_chroot: cannot read the step id; refusing to run the step");
-        return ESPANK_ERROR;
+        snprintf(refusal, sizeof(refusal), "cannot read the step id");
+        step_state = REFUSED;
+    } else {
+        switch (soperator_decide(remote, step_id, ac, (const char *const *)av, refusal, sizeof(refusal))) {
+        case SOPERATOR_SKIP:
+            step_state = ALLOWED;
+            return ESPANK_SUCCESS;
+        case SOPERATOR_REFUSE:
+            step_state = REFUSED;
+            break;
+        default:
+            step_state = soperator_enter_jail(av[0], refusal, sizeof(refusal)) == 0 ? ALLOWED : REFUSED;
+        }
     }
-    switch (soperator_decide(remote, step_id, ac, (const char *const *)av, err, sizeof(err))) {
-    case SOPERATOR_SKIP:
-        return ESPANK_SUCCESS;
-    case SOPERATOR_REFUSE:
-        slurm_error("soperator_chroot: %s; refusing to run the step", err);
-        return ESPANK_ERROR;
-    }
-    if (soperator_enter_jail(av[0], err, sizeof(err)) != 0) {
-        slurm_error("soperator_chroot: cannot enter jail: %s; refusing to run the step on the host", err);
+    if (step_state == REFUSED) {
+        slurm_error("soperator_chroot: cannot enter jail: %s; refusing to run the step on the host", refusal);
         return ESPANK_ERROR;
     }
     slurm_verbose("soperator_chroot: step %u entered jail %s", step_id, av[0]);
     return ESPANK_SUCCESS;
+}
+
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+    (void)sp;
+    (void)ac;
+    (void)av;
+    if (spank_context() != S_CTX_REMOTE || step_state == ALLOWED)
+        return ESPANK_SUCCESS;
+    slurm_error("soperator_chroot: task refused: %s", refusal);
+    fprintf(stderr, "soperator: this job step was refused, nothing ran: the jail could not be entered (%s)\n",
+            refusal);
+    fflush(stderr);
+    _exit(REFUSED_EXIT);
 }

@@ -8,6 +8,8 @@ PATHS = SimpleNamespace(
     slurm_config_dir="/etc/slurm",
     controller_spool="/var/spool/slurmctld",
     worker_spool="/var/spool/slurmd",
+    # A file, not /dev/stderr: slurmstepd logs there too and has no stderr of its own.
+    slurmd_log="/var/log/slurm/slurmd.log",
     munge_key_dir="/etc/soperator/munge",
     ssh_host_keys="/etc/ssh/keys",
     sshd_config_dir="/etc/ssh/soperator",

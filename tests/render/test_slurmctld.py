@@ -14,7 +14,7 @@ def test_rendered_config_brings_slurmctld_up(tmp_path, keys):
         workers={"replicas": 5, "cpus": 4, "realMemoryMib": 8000, "gpus": 2, "features": ["fast"]},
         slurmConfig={"extra": {"PriorityType": "priority/basic"}})
     result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path)
-    assert result["up"], result["log"]
+    assert result["ready"], result["log"]
     sinfo = {line.split("|")[0]: line.split("|")[1] for line in result["sinfo"].split()}
     assert sinfo == {"cpu": "demo-worker-[0-4]", "debug": "demo-worker-[0-4]"}
     assert "MaxTime=01:00:00" in result["partitions"]
@@ -27,7 +27,7 @@ def test_rendered_config_brings_slurmctld_up(tmp_path, keys):
 def test_single_worker_and_many_workers(tmp_path, keys):
     cluster = make_cluster(workers={"replicas": 2000})
     result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path)
-    assert result["up"], result["log"]
+    assert result["ready"], result["log"]
     assert result["nodes"].count("NodeName=") == 2000
 
 
@@ -36,6 +36,6 @@ def test_broken_config_is_refused(tmp_path, keys):
     files = slurm_files(cluster)
     files["slurm.conf"] += "NoSuchSlurmKey=1\n"
     result = run_controller(files, controller_host(cluster), keys.munge_key, tmp_path)
-    assert not result["up"]
+    assert not result["ready"]
     assert result["exit_code"] != 0
     assert "NoSuchSlurmKey" in result["log"]

@@ -3,18 +3,22 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from tests.support_paths import ROOT
 
 SANDBOX = Path(__file__).with_name("slurm_sandbox.py")
 
 
 def require_slurm() -> None:
-    missing = [b for b in ("slurmctld", "munged", "scontrol", "sinfo", "unshare") if not shutil.which(b)]
+    missing = [b for b in ("slurmctld", "slurmd", "munged", "scontrol", "sinfo", "unshare") if not shutil.which(b)]
     if missing:
         pytest.fail(f"Slurm test binaries missing: {', '.join(missing)} (install slurm-wlm and munge; "
                     "see .ci/run)", pytrace=False)
@@ -22,24 +26,91 @@ def require_slurm() -> None:
         pytest.skip("needs root for namespaces")
 
 
-def write_configs(files: dict[str, str], directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (directory / name).write_text(text)
-    return directory
+class SlurmSandbox:
+    """slurmctld (+ one slurmd) as PID 1 of private namespaces; `run` executes commands inside them."""
+
+    def __init__(self, work: Path, files: dict[str, str], hostname: str, munge_key: bytes,
+                 names: list[str] = (), slurmd: str | None = None, jail: Path | None = None,
+                 plugin: Path | None = None, prepare_jail: bool = True):
+        require_slurm()
+        self.work = work
+        config = work / "etc-slurm"
+        config.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (config / name).write_text(text)
+        key = work / "munge.key.src"
+        key.write_bytes(munge_key)
+        os.chmod(work, 0o755)
+        spec = {"hostname": hostname, "names": [hostname, *names], "config_dir": str(config),
+                "munge_key": str(key), "slurmd": slurmd, "jail": str(jail) if jail else None,
+                "plugin": str(plugin) if plugin else None, "prepare_jail": prepare_jail}
+        (work / "spec.json").write_text(json.dumps(spec))
+        self.proc = subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--mount-proc", "--uts", "--mount", "--net", "--propagation", "private",
+             sys.executable, str(SANDBOX), str(work)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(work / "sandbox.err", "w"), text=True,
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.status = self._reply(timeout=90)
+
+    def _reply(self, timeout: float) -> dict:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            raise AssertionError(f"sandbox gave no answer; stderr: {self.log('sandbox.err')}")
+        return json.loads(line)
+
+    def run(self, *argv: str, timeout: float = 60, env: dict | None = None) -> subprocess.CompletedProcess:
+        self.proc.stdin.write(json.dumps({"run": list(argv), "timeout": timeout, "env": env or {}}) + "\n")
+        self.proc.stdin.flush()
+        reply = self._reply(timeout + 10)
+        return subprocess.CompletedProcess(argv, reply["rc"], reply["out"], reply["err"])
+
+    def log(self, name: str) -> str:
+        path = self.work / name
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def wait_job(self, job_id: str, timeout: float = 60) -> dict:
+        """Poll until the job leaves PENDING/RUNNING; returns its `scontrol show job` fields."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.run("scontrol", "-o", "show", "job", job_id).stdout
+            fields = dict(f.split("=", 1) for f in text.split() if "=" in f)
+            if fields.get("JobState") not in (None, "PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+                return fields
+            time.sleep(0.2)
+        raise AssertionError(f"job {job_id} did not finish; slurmd log:\n{self.slurmd_log()}")
+
+    def slurmd_log(self) -> str:
+        """slurmd's and every slurmstepd's messages (SlurmdLogFile lands in the work dir)."""
+        return self.log("slurmd.log")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> "SlurmSandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def run_controller(files: dict[str, str], hostname: str, munge_key: bytes, work: Path) -> dict:
-    """Start slurmctld with exactly these config files; return what it reported (see slurm_sandbox)."""
-    require_slurm()
-    config = write_configs(files, work / "etc-slurm")
-    key = work / "munge.key.src"
-    key.write_bytes(munge_key)
-    os.chmod(work, 0o755)
-    cmd = ["unshare", "--pid", "--fork", "--mount-proc", "--uts", "--mount", "--net", "--propagation",
-           "private", sys.executable, str(SANDBOX), str(work), hostname, str(config), str(key)]
-    # The sandbox is PID 1 of its namespace: when it exits, every daemon it started is killed.
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
-        raise AssertionError(f"sandbox failed ({proc.returncode}): {proc.stderr[-3000:]}")
-    return json.loads(proc.stdout)
+    """Start slurmctld with exactly these config files; return what it serves, or why it did not start."""
+    with SlurmSandbox(work, files, hostname, munge_key) as box:
+        result = dict(box.status)
+        if box.status["ready"]:
+            result.update({
+                "sinfo": box.run("sinfo", "-h", "-o", "%R|%N").stdout,
+                "partitions": box.run("scontrol", "-o", "show", "partition").stdout,
+                "nodes": box.run("scontrol", "-o", "show", "node").stdout,
+                "config": box.run("scontrol", "show", "config").stdout,
+            })
+    result["log"] = box.log("slurmctld.log")
+    return result

@@ -1,8 +1,10 @@
-"""Run slurmctld with a rendered config inside private namespaces, then report what it serves.
+"""A Slurm node in a box: slurmctld (and optionally one slurmd with the jail plugin) with rendered configs.
 
-Started by tests as PID 1 of new PID/UTS/mount/net namespaces (see `run_controller`), so the real
-daemons see the paths and host name the rendered config names, talk only on a private loopback,
-and die with the namespace. Prints one JSON document on stdout.
+Started by tests as PID 1 of new PID/UTS/mount/net namespaces (see tests.support.slurm.SlurmSandbox):
+the real daemons see the paths and host names the rendered config names, talk only on a private
+loopback, and die with the namespace. Protocol on stdin/stdout, one JSON document per line: the
+sandbox prints {"ready": ...} once, then answers each {"run": [...]} with {"rc", "out", "err"}; it
+stops everything when stdin closes.
 """
 from __future__ import annotations
 
@@ -13,21 +15,23 @@ import subprocess
 import sys
 import time
 
+from soperator.node.mounts import WORKER, bind, bind_into_jail
+from soperator.render.paths import PATHS
+
 MUNGE_SOCKET_DIR = "/run/munge"
 # munged refuses key and seed paths under directories other users cannot traverse (pytest's 0700).
 MUNGE_STATE_DIR = "/run/munge-state"
 MUNGE_KEY = f"{MUNGE_STATE_DIR}/munge.key"
+PLUGIN_DIR = "/opt/soperator/lib"
 
 
-def sh(*argv: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=True, capture_output=True, text=True, **kw)
+def sh(*argv: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {proc.stderr.strip()}")
 
 
-def bind(source: str, target: str) -> None:
-    sh("mount", "--bind", source, target)
-
-
-def prepare(work: str, hostname: str, config_dir: str, spool_dir: str, munge_key: str) -> None:
+def network(hostname: str, names: list[str]) -> None:
     sh("ip", "link", "set", "lo", "up")
     # glibc (AI_ADDRCONFIG) resolves nothing on a host with loopback only; slurmctld then cannot bind.
     # A link-local address on a veth pair that never leaves this private namespace (no dummy driver).
@@ -36,81 +40,119 @@ def prepare(work: str, hostname: str, config_dir: str, spool_dir: str, munge_key
     sh("ip", "link", "set", "sop0", "up")
     sh("ip", "link", "set", "sop1", "up")
     sh("hostname", hostname)
+
+
+def filesystem(work: str, spec: dict) -> None:
     hosts = os.path.join(work, "hosts")
     with open(hosts, "w") as fh:
-        fh.write(f"127.0.0.1 localhost {hostname}\n")
-    bind(hosts, "/etc/hosts")
-    sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/run")
-    sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/var/spool")
-    bind(config_dir, "/etc/slurm")
-    os.makedirs(spool_dir)
-    shutil.chown(spool_dir, "slurm", "slurm")
+        fh.write("127.0.0.1 localhost " + " ".join(spec["names"]) + "\n")
+    sh("mount", "--bind", hosts, "/etc/hosts")
+    for target in ("/run", "/var/spool", "/opt", "/var/log"):
+        sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", target)
+    sh("mount", "--bind", spec["config_dir"], "/etc/slurm")
+    os.makedirs("/var/spool/slurmctld")
+    shutil.chown("/var/spool/slurmctld", "slurm", "slurm")
+    os.makedirs("/var/spool/slurmd")
+    os.makedirs(os.path.dirname(PATHS.slurmd_log))
+    sh("mount", "--bind", work, os.path.dirname(PATHS.slurmd_log))
+    if spec.get("jail") is not None:
+        sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/mnt")
+        os.makedirs(PATHS.jail)
+        if os.path.isdir(spec["jail"]):
+            sh("mount", "--bind", spec["jail"], PATHS.jail)
+    os.makedirs(PLUGIN_DIR)
+    if spec.get("plugin"):
+        shutil.copyfile(spec["plugin"], f"{PLUGIN_DIR}/spank_chroot.so")
     for directory, mode in ((MUNGE_SOCKET_DIR, 0o755), (MUNGE_STATE_DIR, 0o700)):
         os.makedirs(directory, mode=mode)
         shutil.chown(directory, "munge", "munge")
-    shutil.copyfile(munge_key, MUNGE_KEY)
+    shutil.copyfile(spec["munge_key"], MUNGE_KEY)
     os.chmod(MUNGE_KEY, 0o400)
     shutil.chown(MUNGE_KEY, "munge", "munge")
 
 
-def start_munged(work: str) -> subprocess.Popen:
-    log = open(os.path.join(work, "munged.log"), "w")
-    cmd = ["runuser", "-u", "munge", "--", "munged", "-F", "--key-file", MUNGE_KEY,
-           "--log-file", "/dev/stderr", "--pid-file", f"{MUNGE_SOCKET_DIR}/munged.pid",
-           "--seed-file", f"{MUNGE_STATE_DIR}/munged.seed"]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=log)
-    for _ in range(100):
-        if os.path.exists(f"{MUNGE_SOCKET_DIR}/munge.socket.2"):
-            return proc
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    raise RuntimeError("munged did not start: " + open(log.name).read())
+def start(work: str, name: str, argv: list[str]) -> subprocess.Popen:
+    log = open(os.path.join(work, f"{name}.log"), "w")
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
-def wait_for_controller(proc: subprocess.Popen, timeout: float) -> bool:
+def wait(proc: subprocess.Popen, ready, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
-        ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
-        if "is UP" in ping.stdout:
+        if ready():
             return True
-        time.sleep(0.2)
+        time.sleep(0.1)
     return False
 
 
-def query() -> dict:
-    def out(*argv):
-        return subprocess.run(argv, capture_output=True, text=True).stdout
+def output(*argv: str) -> str:
+    return subprocess.run(argv, capture_output=True, text=True).stdout
 
-    return {
-        "sinfo": out("sinfo", "-h", "-o", "%R|%N"),
-        "partitions": out("scontrol", "-o", "show", "partition"),
-        "nodes": out("scontrol", "-o", "show", "node"),
-        "config": out("scontrol", "show", "config"),
-    }
+
+def prepare_jail(jail: str) -> None:
+    """What the worker entrypoint does in a pod: the host /usr (thin jail) and the node binds."""
+    if os.path.isdir(os.path.join(jail, "usr")) and not os.listdir(os.path.join(jail, "usr")):
+        bind("/usr", os.path.join(jail, "usr"), read_only=True)
+    bind_into_jail(jail, WORKER)
+
+
+def boot(work: str, spec: dict) -> tuple[dict, list[subprocess.Popen]]:
+    network(spec["hostname"], spec["names"])
+    filesystem(work, spec)
+    procs = []
+    munged = start(work, "munged", ["runuser", "-u", "munge", "--", "munged", "-F", "--key-file", MUNGE_KEY,
+                                    "--log-file", "/dev/stderr", "--pid-file", f"{MUNGE_SOCKET_DIR}/munged.pid",
+                                    "--seed-file", f"{MUNGE_STATE_DIR}/munged.seed"])
+    procs.append(munged)
+    if not wait(munged, lambda: os.path.exists(f"{MUNGE_SOCKET_DIR}/munge.socket.2"), 10):
+        return {"ready": False, "failed": "munged"}, procs
+    ctld = start(work, "slurmctld", ["slurmctld", "-D", "-i", "-f", "/etc/slurm/slurm.conf"])
+    procs.append(ctld)
+    if not wait(ctld, lambda: "is UP" in output("scontrol", "ping"), 30):
+        return {"ready": False, "failed": "slurmctld", "exit_code": ctld.poll()}, procs
+    node = spec.get("slurmd")
+    if node:
+        if spec.get("prepare_jail"):
+            prepare_jail(PATHS.jail)
+        slurmd = start(work, "slurmd-console", ["slurmd", "-D", "-N", node])
+        procs.append(slurmd)
+        if not wait(slurmd, lambda: output("sinfo", "-h", "-n", node, "-o", "%t").strip() == "idle", 30):
+            return {"ready": False, "failed": "slurmd", "exit_code": slurmd.poll()}, procs
+    return {"ready": True}, procs
+
+
+def serve() -> None:
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            proc = subprocess.run(request["run"], capture_output=True, text=True, input=request.get("input"),
+                                  timeout=request.get("timeout", 60), env={**os.environ, **request.get("env", {})})
+            reply = {"rc": proc.returncode, "out": proc.stdout, "err": proc.stderr}
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            reply = {"rc": -1, "out": "", "err": str(exc)}
+        print(json.dumps(reply), flush=True)
 
 
 def main() -> int:
-    work, hostname, config_dir, munge_key = sys.argv[1:5]
-    prepare(work, hostname, config_dir, "/var/spool/slurmctld", munge_key)
-    munged = start_munged(work)
-    log_path = os.path.join(work, "slurmctld.log")
-    with open(log_path, "w") as log:
-        ctld = subprocess.Popen(["slurmctld", "-D", "-i", "-f", "/etc/slurm/slurm.conf"], stdout=log,
-                                stderr=log)
-        up = wait_for_controller(ctld, timeout=30)
-        result = {"up": up, **(query() if up else {})}
-        for proc in (ctld, munged):
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    result["exit_code"] = ctld.returncode
-    result["log"] = open(log_path).read()[-4000:]
-    json.dump(result, sys.stdout)
+    work = sys.argv[1]
+    with open(os.path.join(work, "spec.json")) as fh:
+        spec = json.load(fh)
+    procs: list[subprocess.Popen] = []
+    try:
+        status, procs = boot(work, spec)
+        print(json.dumps(status), flush=True)
+        if status["ready"]:
+            serve()
+    finally:
+        for proc in reversed(procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
     return 0
 
 

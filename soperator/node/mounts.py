@@ -1,0 +1,92 @@
+"""Bind mounts between a node container and the jail.
+
+After the SPANK plugin pivots a job step into the jail, slurmstepd itself lives there, so the jail
+must show the node's own hosts file, Slurm config, spool, munge socket, devices and /tmp at the same
+paths; otherwise the step cannot report back to slurmctld. Login sessions (sshd ChrootDirectory)
+need the same, plus /proc. These mounts live in the container's mount namespace only, although the
+jail volume itself is shared by every node.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Bind:
+    path: str            # the same path on the node and inside the jail
+    is_dir: bool = True
+    recursive: bool = False
+    read_only: bool = False
+
+
+COMMON = (
+    Bind("/etc/hosts", is_dir=False),
+    Bind("/etc/resolv.conf", is_dir=False),
+    Bind("/etc/slurm", read_only=True),
+    Bind("/run/munge"),
+    Bind("/dev", recursive=True),
+    Bind("/sys", recursive=True),
+    Bind("/tmp"),
+    Bind("/opt/soperator/lib", read_only=True),
+)
+WORKER = COMMON + (Bind("/var/spool/slurmd"),)
+LOGIN = COMMON + (Bind("/proc", recursive=True),)
+# sshd looks users up on the node before it chroots: the node must see the jail's accounts.
+ACCOUNT_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow")
+
+
+class MountError(RuntimeError):
+    pass
+
+
+def mount_points() -> set[str]:
+    with open("/proc/self/mountinfo") as fh:
+        return {line.split()[4].replace("\\040", " ") for line in fh}
+
+
+def _mount(*args: str) -> None:
+    proc = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise MountError(f"mount {' '.join(args)}: {proc.stderr.strip()}")
+
+
+def _ensure_target(target: str, is_dir: bool) -> None:
+    if is_dir:
+        os.makedirs(target, exist_ok=True)
+    elif not os.path.exists(target):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        open(target, "a").close()
+
+
+def bind(source: str, target: str, *, is_dir: bool = True, recursive: bool = False,
+         read_only: bool = False) -> bool:
+    """Bind source onto target unless something is already mounted there; True if it mounted."""
+    if not os.path.exists(source):
+        raise MountError(f"{source} does not exist on this node")
+    if target in mount_points():
+        return False
+    _ensure_target(target, is_dir)
+    _mount("--rbind" if recursive else "--bind", source, target)
+    if read_only:
+        _mount("-o", "remount,bind,ro", target)
+    return True
+
+
+def bind_into_jail(jail: str, binds: tuple[Bind, ...]) -> list[str]:
+    """Make each node path visible at the same path in the jail; returns what was mounted."""
+    done = []
+    for b in binds:
+        if os.path.exists(b.path) and bind(b.path, jail + b.path, is_dir=b.is_dir, recursive=b.recursive,
+                                           read_only=b.read_only):
+            done.append(b.path)
+    return done
+
+
+def use_jail_accounts(jail: str) -> list[str]:
+    done = []
+    for path in ACCOUNT_FILES:
+        if os.path.exists(jail + path) and bind(jail + path, path, is_dir=False):
+            done.append(path)
+    return done

@@ -1,0 +1,74 @@
+"""Real slurmctld + slurmd + the built plugin: every step runs in the jail, or not at all."""
+from __future__ import annotations
+
+import pytest
+
+from soperator.render.configs import controller_host, slurm_files
+from spank_chroot.build import PLUGIN
+from tests.conftest import make_cluster
+from tests.support.slurm import SlurmSandbox
+from tests.support.thin_jail import MARKER, make_thin_jail
+
+pytestmark = pytest.mark.slurm
+NODE = "demo-worker-0"
+
+
+def _cluster():
+    return make_cluster(workers={"replicas": 1},
+                        slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
+                                     "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
+
+
+def _sandbox(tmp_path, keys, jail):
+    if not PLUGIN.exists():
+        pytest.fail("plugin not built: run `python -m spank_chroot.build`", pytrace=False)
+    cluster = _cluster()
+    box = SlurmSandbox(tmp_path / "box", slurm_files(cluster), controller_host(cluster), keys.munge_key,
+                       names=[NODE], slurmd=NODE, jail=jail, plugin=PLUGIN)
+    assert box.status["ready"], (box.status, box.log("slurmd.log"), box.log("slurmctld.log"))
+    return box
+
+
+def _submit(box, script: str, *args: str) -> str:
+    proc = box.run("sh", "-c", f"cat <<'EOF' | sbatch --parsable {' '.join(args)}\n{script}\nEOF")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().split(";")[0]
+
+
+@pytest.fixture
+def jail(tmp_path):
+    return make_thin_jail(tmp_path / "jail")
+
+
+def test_batch_job_runs_inside_the_jail(tmp_path, keys, jail):
+    with _sandbox(tmp_path, keys, jail) as box:
+        job = _submit(box, "#!/bin/sh\ncat /jail-marker\n. /etc/os-release\necho \"$ID\"\npwd\n"
+                           "echo user-data > /home/result.txt\n", "-o", "/home/job-%j.out", "--chdir=/home")
+        fields = box.wait_job(job)
+        assert fields["JobState"] == "COMPLETED", (fields, box.log("slurmd.log"))
+    assert (jail / "home" / "result.txt").read_text() == "user-data\n"
+    assert (jail / "home" / f"job-{job}.out").read_text().split() == [MARKER, MARKER, "/home"]
+
+
+def test_srun_step_runs_inside_the_jail_for_a_normal_user(tmp_path, keys, jail):
+    with _sandbox(tmp_path, keys, jail) as box:
+        proc = box.run("runuser", "-u", "nobody", "--", "srun", "-w", NODE, "--chdir=/tmp", "sh", "-c",
+                       "cat /jail-marker; id -un; ls /proc/self/exe >/dev/null && echo proc")
+        assert proc.returncode == 0, (proc.stderr, box.log("slurmd.log"))
+        assert proc.stdout.split() == [MARKER, "nobody", "proc"]
+
+
+def test_missing_jail_fails_the_job_and_nothing_runs_on_the_host(tmp_path, keys):
+    # /var/log/slurm is the sandbox's work dir on the node side and is not bound into the jail: a
+    # file appearing there means the step ran on the host root.
+    witness = "/var/log/slurm/ran-on-host"
+    with _sandbox(tmp_path, keys, jail=tmp_path / "no-such-jail") as box:
+        job = _submit(box, f"#!/bin/sh\ntouch {witness}-batch\n", "-o", "/dev/null")
+        fields = box.wait_job(job)
+        srun = box.run("srun", "-w", NODE, "touch", f"{witness}-srun", timeout=30)
+        slurmd_log = box.slurmd_log()
+    assert not list((tmp_path / "box").glob("ran-on-host*"))
+    assert fields["JobState"] == "FAILED" and fields["ExitCode"] == "126:0", fields
+    assert srun.returncode == 126
+    assert "this job step was refused, nothing ran" in srun.stderr and "holds no /bin/sh" in srun.stderr
+    assert "soperator_chroot: cannot enter jail: jail /mnt/jail holds no /bin/sh" in slurmd_log
