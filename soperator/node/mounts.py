@@ -85,8 +85,19 @@ def bind_into_jail(jail: str, binds: tuple[Bind, ...]) -> list[str]:
 
 
 def use_jail_accounts(jail: str) -> list[str]:
+    """Point the node's account files at the jail's, by symlink: unprivileged containers cannot
+    mount, and users added in the jail later are seen at once."""
     done = []
     for path in ACCOUNT_FILES:
-        if os.path.exists(jail + path) and bind(jail + path, path, is_dir=False):
-            done.append(path)
+        target = jail + path
+        if not os.path.exists(target):
+            continue
+        if os.path.islink(path) and os.readlink(path) == target:
+            continue
+        tmp = f"{path}.soperator-link"
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(target, tmp)
+        os.replace(tmp, path)
+        done.append(path)
     return done

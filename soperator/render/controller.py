@@ -4,8 +4,8 @@ from __future__ import annotations
 from soperator.api.cluster import SlurmCluster
 from soperator.render.common import Obj, object_name, resources, scheduling, tcp_probe
 from soperator.render.configs import slurm_config_hash
-from soperator.render.nodes import (CONTROLLER, dns_config, headless_service, slurm_mounts, slurm_volumes,
-                                    stateful_set)
+from soperator.render.nodes import (CONTROLLER, dns_config, headless_service, jail_volumes, slurm_mounts,
+                                    slurm_volumes, stateful_set)
 from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
 
 SLURMCTLD_PORT = 6817
@@ -29,9 +29,12 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
         "name": "slurmctld",
         "image": spec.images.controller,
         "imagePullPolicy": spec.images.pull_policy,
-        "env": [{"name": "SOPERATOR_COMPONENT", "value": CONTROLLER}],
+        "env": [{"name": "SOPERATOR_COMPONENT", "value": CONTROLLER},
+                {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],
         "ports": [{"name": "slurmctld", "containerPort": SLURMCTLD_PORT, "protocol": "TCP"}],
-        "volumeMounts": slurm_mounts() + [{"name": "spool", "mountPath": PATHS.controller_spool}],
+        # The jail, read-only, for its accounts: slurmctld resolves job users' groups itself.
+        "volumeMounts": slurm_mounts() + [{"name": "spool", "mountPath": PATHS.controller_spool},
+                                          {"name": "jail", "mountPath": PATHS.jail, "readOnly": True}],
         "readinessProbe": tcp_probe(SLURMCTLD_PORT, period=5, failures=3),
         "livenessProbe": tcp_probe(SLURMCTLD_PORT, period=15, failures=8),
         "resources": resources(spec.controller),
@@ -42,7 +45,7 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
         "dnsConfig": dns_config(cluster),
         "terminationGracePeriodSeconds": 60,
         "containers": [container],
-        "volumes": slurm_volumes(cluster) + spool_volumes,
+        "volumes": slurm_volumes(cluster) + spool_volumes + jail_volumes(cluster)[:1],
         **scheduling(spec.controller),
     }
     annotations = {CONFIG_HASH_ANNOTATION: slurm_config_hash(cluster, include_node_list=True)}

@@ -1,0 +1,211 @@
+"""End to end in real containers built from our images, configured only by `soperator render`:
+populate-jail fills the jail, controller + two workers + one login node start from the rendered pod
+specs, and a user sshes in (paramiko), writes a file and runs a two-node batch job that sees it."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import time
+import uuid
+
+import paramiko
+import pytest
+
+from images.build import build_all, image_ref
+from images.podman import PodmanError, podman
+from soperator.keys import generate_munge_key, generate_ssh_host_keys
+from soperator.render import KeyMaterial, render_all
+from tests.conftest import make_cluster
+from tests.support.podman_pods import VolumeStore, start_pod
+
+pytestmark = pytest.mark.e2e
+SSH_PORT = 22
+
+
+@pytest.fixture(scope="session")
+def images():
+    try:
+        return build_all()
+    except (PodmanError, OSError) as exc:
+        pytest.fail(f"image build failed: {exc}", pytrace=False)
+
+
+def _cluster():
+    return make_cluster(
+        name="e2e", uid=str(uuid.uuid4()),
+        images={name: image_ref(img) for name, img in (("controller", "controller"), ("worker", "worker"),
+                                                        ("login", "login"), ("populateJail", "populate-jail"))}
+        | {"pullPolicy": "Never"},
+        workers={"replicas": 2},
+        slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
+                     "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
+
+
+def _add_user(jail, name: str, uid: int, public_key: str) -> None:
+    """What an admin does once, as root on a login node; here straight into the volume."""
+    with open(jail / "etc" / "passwd", "a") as fh:
+        fh.write(f"{name}:x:{uid}:{uid}::/home/{name}:/bin/bash\n")
+    with open(jail / "etc" / "group", "a") as fh:
+        fh.write(f"{name}:x:{uid}:\n")
+    with open(jail / "etc" / "shadow", "a") as fh:
+        fh.write(f"{name}:*:19000:0:99999:7:::\n")  # '*' not '!': a locked account refuses keys too
+    ssh_dir = jail / "home" / name / ".ssh"
+    ssh_dir.mkdir(parents=True)
+    (ssh_dir / "authorized_keys").write_text(public_key + "\n")
+    for path in (jail / "home" / name, ssh_dir, ssh_dir / "authorized_keys"):
+        os.chown(path, uid, uid)
+    os.chmod(ssh_dir, 0o700)
+
+
+class Cluster:
+    def __init__(self, tmp_path):
+        self.cluster = _cluster()
+        keys = KeyMaterial(generate_munge_key(), generate_ssh_host_keys())
+        self.objects = {(o["kind"], o["metadata"]["name"]): o for o in render_all(self.cluster, keys)}
+        self.jail = tmp_path / "jail"
+        self.jail.mkdir(mode=0o755)
+        self.store = VolumeStore(tmp_path / "volumes", self.objects, {"e2e-jail": self.jail})
+        self.network = f"soperator-e2e-{uuid.uuid4().hex[:8]}"
+        self.containers: list[str] = []
+
+    def pod(self, kind: str, name: str) -> dict:
+        return self.objects[(kind, name)]["spec"]["template"]["spec"]
+
+    def start(self, name: str, pod: dict, extra=()) -> None:
+        self.containers.append(name)
+        start_pod(name, pod, self.store, self.network, list(extra))
+
+    def populate(self, tag: str) -> dict:
+        name = f"e2e-populate-{tag}"
+        self.start(name, self.pod("Job", "e2e-populate-jail"))
+        code = podman("wait", name, timeout=600).stdout.strip()
+        logs = podman("logs", name).stdout
+        assert code == "0", podman("logs", name).stderr
+        return json.loads(logs.strip().splitlines()[-1])["populate-jail"]
+
+    def exec(self, container: str, *argv: str) -> str:
+        return podman("exec", container, *argv).stdout
+
+    def teardown(self) -> None:
+        for name in reversed(self.containers):
+            podman("rm", "-f", "-t", "5", name, check=False)
+        podman("network", "rm", "-f", self.network, check=False)
+
+
+@pytest.fixture
+def cluster(images, tmp_path):
+    c = Cluster(tmp_path)
+    podman("network", "create", c.network)
+    yield c
+    if os.environ.get("SOPERATOR_E2E_KEEP"):
+        return
+    for name in c.containers:
+        print(f"----- {name}\n{podman('logs', '--tail', '30', name, check=False).stderr}")
+    c.teardown()
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _ssh(port: int, user: str, key: paramiko.PKey) -> paramiko.SSHClient:
+    client = paramiko.SSHClient()
+    client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+    client.connect("127.0.0.1", port=port, username=user, pkey=key, allow_agent=False, look_for_keys=False,
+                   timeout=10)
+    return client
+
+
+def _run(client: paramiko.SSHClient, command: str) -> tuple[int, str, str]:
+    _, stdout, stderr = client.exec_command(command, timeout=60)
+    out, err = stdout.read().decode(), stderr.read().decode()
+    return stdout.channel.recv_exit_status(), out, err
+
+
+def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
+    first = cluster.populate("first")
+    assert first["action"] == "populated"
+    assert (cluster.jail / ".soperator" / "populated").exists()
+    user_key = paramiko.Ed25519Key.generate() if hasattr(paramiko.Ed25519Key, "generate") else None
+    if user_key is None:
+        user_key = paramiko.RSAKey.generate(2048)
+    _add_user(cluster.jail, "alice", 1000, f"{user_key.get_name()} {user_key.get_base64()}")
+
+    cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
+    for i in range(2):
+        cluster.start(f"e2e-worker-{i}", cluster.pod("StatefulSet", "e2e-worker"))
+    port = _free_port()
+    cluster.start("e2e-login-0", cluster.pod("StatefulSet", "e2e-login"), ["-p", f"127.0.0.1:{port}:{SSH_PORT}"])
+
+    def both_idle():
+        out = podman("exec", "e2e-controller-0", "sinfo", "-h", "-o", "%t %D", check=False).stdout.split()
+        return out == ["idle", "2"]
+
+    _wait(both_idle, 120, "both workers to register")
+    client = _wait(lambda: _try_ssh(port, "alice", user_key), 60, "sshd on the login node")
+    with client:
+        code, out, err = _run(client, "echo written-on-login > ~/note.txt && cat /etc/soperator-jail-release")
+        assert code == 0 and out.startswith("soperator jail"), err
+        script = ("#!/bin/bash\n#SBATCH -N 2\n#SBATCH -o /home/alice/job-%j.out\n"
+                  "srun bash -c 'echo $(hostname) $(cat /etc/soperator-jail-release | cut -d\" \" -f2) "
+                  "$(cat ~/note.txt); echo from-$(hostname) > ~/from-$(hostname)'\n")
+        code, out, err = _run(client, f"cat > job.sh <<'EOF'\n{script}EOF\nsbatch --parsable job.sh")
+        assert code == 0, err
+        job = out.strip()
+
+        def finished():
+            _, state, _ = _run(client, f"scontrol -o show job {job} | grep -o 'JobState=[A-Z]*'")
+            return state.strip() if state.strip() not in ("", "JobState=PENDING", "JobState=RUNNING",
+                                                          "JobState=CONFIGURING", "JobState=COMPLETING") else None
+
+        assert _wait(finished, 120, f"job {job}") == "JobState=COMPLETED"
+        code, out, _ = _run(client, f"cat ~/job-{job}.out; cat ~/from-e2e-worker-0 ~/from-e2e-worker-1")
+        lines = sorted(out.split("\n"))
+        assert "e2e-worker-0 jail written-on-login" in lines and "e2e-worker-1 jail written-on-login" in lines
+        assert "from-e2e-worker-0" in lines and "from-e2e-worker-1" in lines
+    # The job wrote into the one shared jail, not into a worker container's own filesystem.
+    assert (cluster.jail / "home" / "alice" / "from-e2e-worker-1").read_text() == "from-e2e-worker-1\n"
+    assert "note.txt" not in cluster.exec("e2e-worker-0", "ls", "/home")
+
+    # Password logins are refused outright: the server does not even offer the method.
+    transport = paramiko.Transport(("127.0.0.1", port))
+    transport.connect()
+    with pytest.raises(paramiko.BadAuthenticationType) as refused:
+        transport.auth_password("alice", "anything")
+    transport.close()
+    assert "password" not in refused.value.allowed_types
+
+    # A second populate run, plain and with overwrite, keeps the user's files.
+    assert cluster.populate("second")["action"] == "skipped"
+    assert (cluster.jail / "home" / "alice" / "note.txt").read_text() == "written-on-login\n"
+
+
+def test_worker_refuses_to_start_on_an_unpopulated_jail(cluster):
+    cluster.start("e2e-worker-0", cluster.pod("StatefulSet", "e2e-worker"))
+    code = podman("wait", "e2e-worker-0", timeout=60).stdout.strip()
+    logs = podman("logs", "e2e-worker-0").stderr
+    assert code == "1"
+    assert "the jail at /mnt/jail is not populated" in logs
+    assert not (cluster.jail / "etc").exists()
+
+
+def _try_ssh(port, user, key):
+    try:
+        return _ssh(port, user, key)
+    except (paramiko.SSHException, OSError):
+        return None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
