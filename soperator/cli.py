@@ -1,4 +1,4 @@
-"""`soperator` command line: render, validate and crd (the operator itself comes with `run`)."""
+"""`soperator` command line: run (the operator), render, validate and crd."""
 from __future__ import annotations
 
 import argparse
@@ -86,6 +86,20 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    import logging
+
+    import kopf
+
+    import soperator.handlers  # noqa: F401 - registers the handlers
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    kopf.run(clusterwide=not args.namespace, namespaces=args.namespace or [],
+             liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+             standalone=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="soperator", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -101,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     crd = sub.add_parser("crd", help="print the CustomResourceDefinition generated from the API models")
     crd.add_argument("--write", metavar="PATH", help="write to PATH instead of stdout")
     crd.set_defaults(func=cmd_crd)
+    run = sub.add_parser("run", help="run the operator (in-cluster service account, else kubeconfig)")
+    run.add_argument("-n", "--namespace", action="append", help="watch only these namespaces")
+    run.add_argument("--health-port", type=int, default=8081, help="liveness on /healthz; 0 disables")
+    run.set_defaults(func=cmd_run)
     return parser
 
 

@@ -1,0 +1,89 @@
+"""kopf wiring only: every trigger calls the one reconcile function.
+
+Handlers are `on.event` (no progress annotations, no finalizer: nothing to clean up that owner
+references do not) plus a resync loop started at startup, instead of kopf timers, which would add a
+finalizer to every SlurmCluster.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+import kopf
+
+from soperator import metrics
+from soperator.api import GROUP, PLURAL, VERSION
+from soperator.kube import Kube
+from soperator.reconcile import reconcile
+
+RESYNC_SECONDS = float(os.environ.get("SOPERATOR_RESYNC_SECONDS", "60"))
+_kube: Kube | None = None
+
+
+def kube() -> Kube:
+    global _kube
+    if _kube is None:
+        from kubernetes import client, config
+
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
+        _kube = Kube(client.ApiClient())
+    return _kube
+
+
+def _reconcile(body: dict) -> None:
+    with metrics.timed(body["metadata"]["namespace"], body["metadata"]["name"]):
+        reconcile(kube(), body)
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, **_) -> None:
+    # Watches silently stall without these (a known kopf/aiohttp issue): reconnect periodically.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 30
+    settings.posting.enabled = False  # we post our own events, on transitions only
+    settings.peering.standalone = True  # one replica (Recreate strategy); no peering objects
+    asyncio.get_running_loop().create_task(_resync_loop())
+    metrics.serve(int(os.environ.get("SOPERATOR_METRICS_PORT", "8080")))
+
+
+@kopf.on.event(GROUP, VERSION, PLURAL)
+def on_event(type: str, body: kopf.Body, **_) -> None:  # noqa: A002 - kopf's argument name
+    if type == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
+        return  # owner references garbage-collect the children
+    _reconcile(dict(body))
+
+
+MANAGED = {"app.kubernetes.io/managed-by": "soperator"}
+
+
+@kopf.on.event("batch", "v1", "jobs", labels=MANAGED)
+@kopf.on.event("apps", "v1", "statefulsets", labels=MANAGED)
+def on_child_event(body: kopf.Body, **_) -> None:
+    """A child changed (the populate Job finished, pods became ready): reconcile its SlurmCluster."""
+    for ref in body.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("kind") == "SlurmCluster":
+            owner = kube().get(f"{GROUP}/{VERSION}", "SlurmCluster", body["metadata"]["namespace"], ref["name"])
+            if owner and not owner["metadata"].get("deletionTimestamp"):
+                _reconcile(owner)
+
+
+async def _resync_loop() -> None:
+    """The periodic level-based pass: catches drift that produced no event on the SlurmCluster."""
+    while True:
+        await asyncio.sleep(RESYNC_SECONDS)
+        try:
+            items = await asyncio.to_thread(_list_clusters)
+            for body in items:
+                await asyncio.to_thread(_reconcile, body)
+        except Exception:  # noqa: BLE001 - keep resyncing; the error is logged and counted
+            logging.getLogger("soperator").exception("resync failed")
+
+
+def _list_clusters() -> list[dict]:
+    res = kube().dynamic.resources.get(api_version=f"{GROUP}/{VERSION}", kind="SlurmCluster")
+    return res.get().to_dict().get("items", [])

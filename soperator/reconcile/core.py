@@ -1,0 +1,120 @@
+"""One level-based reconcile of a SlurmCluster: called on every event and periodically, idempotent.
+
+Order and gates: validate → key Secrets (create if absent, never regenerate) → ConfigMaps →
+populate-jail Job (the rest waits until it succeeded) → controller → workers → login → status.
+An object already as desired is not written; a no-op reconcile makes no write call at all.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from soperator.api import API_VERSION, KIND, SpecError, parse_cluster
+from soperator.api.cluster import SlurmCluster
+from soperator.kube import Kube
+from soperator.reconcile import conditions
+from soperator.reconcile.conditions import Cond
+from soperator.reconcile.diff import contains
+from soperator.reconcile.jobs import populate_state
+from soperator.reconcile.secrets import ensure_secrets
+from soperator.render import config_maps, slurm_nodes
+from soperator.render.login import login_ssh_service_name
+from soperator.render.nodes import CONTROLLER, LOGIN, WORKER
+from soperator.render.common import object_name, selector_labels
+
+
+@dataclass
+class Result:
+    phase: str
+    conditions: list[Cond] = field(default_factory=list)
+    counts: dict[str, dict] = field(default_factory=dict)
+    endpoint: str | None = None
+
+
+def ensure(kube: Kube, obj: dict) -> bool:
+    """Apply obj unless the live object already holds it; True if it wrote."""
+    meta = obj["metadata"]
+    live = kube.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+    if live is not None and contains(live, obj):
+        return False
+    kube.apply(obj)
+    return True
+
+
+def _counts(kube: Kube, cluster: SlurmCluster) -> dict[str, dict]:
+    out = {}
+    for component in (CONTROLLER, WORKER, LOGIN):
+        sts = kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, component)) or {}
+        desired = (sts.get("spec") or {}).get("replicas", 0)
+        out[component] = {"desired": desired, "ready": (sts.get("status") or {}).get("readyReplicas") or 0}
+    labels = selector_labels(cluster, WORKER)
+    out[WORKER]["selector"] = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return out
+
+
+def _endpoint(kube: Kube, cluster: SlurmCluster) -> str | None:
+    svc = kube.get("v1", "Service", cluster.namespace, login_ssh_service_name(cluster)) or {}
+    ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    if ingress:
+        return f"{ingress[0].get('ip') or ingress[0].get('hostname')}:22"
+    ports = (svc.get("spec") or {}).get("ports") or []
+    if (svc.get("spec") or {}).get("type") == "NodePort" and ports and ports[0].get("nodePort"):
+        return f"<node-ip>:{ports[0]['nodePort']}"
+    return None
+
+
+def converge(kube: Kube, cluster: SlurmCluster, body: dict) -> Result:
+    conds = [Cond("SpecValid", True, "Valid", "spec accepted")]
+    secrets = ensure_secrets(kube, cluster)
+    conds.append(secrets)
+    if not secrets.ok:
+        return Result("Error", conds)
+    for obj in config_maps(cluster):
+        ensure(kube, obj)
+    populated = populate_state(kube, cluster)
+    conds.append(populated)
+    if not populated.ok:
+        return Result("Error" if populated.ok is False else "Populating", conds)
+    for obj in slurm_nodes(cluster):
+        ensure(kube, obj)
+    counts = _counts(kube, cluster)
+    all_ready = True
+    for component, label in ((CONTROLLER, "Controller"), (WORKER, "Workers"), (LOGIN, "Login")):
+        c = counts[component]
+        ready = c["ready"] >= c["desired"]
+        all_ready &= ready
+        conds.append(Cond(f"{label}Ready", ready, "AllReady" if ready else "NotReady",
+                          f"{c['ready']}/{c['desired']} ready"))
+    was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
+    phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
+    return Result(phase, conds, counts, _endpoint(kube, cluster))
+
+
+def _status(body: dict, result: Result) -> dict:
+    old = body.get("status") or {}
+    status = {"phase": result.phase, "observedGeneration": body["metadata"].get("generation"),
+              "conditions": conditions.merge(old.get("conditions"), result.conditions,
+                                             body["metadata"].get("generation"))}
+    for component in (CONTROLLER, WORKER, LOGIN):
+        if component in result.counts:
+            status[component if component != WORKER else "workers"] = result.counts[component]
+    if result.endpoint:
+        status["loginEndpoint"] = result.endpoint
+    return status
+
+
+def reconcile(kube: Kube, body: dict) -> Result:
+    try:
+        cluster = parse_cluster(body)
+    except SpecError as exc:
+        result = Result("Error", [Cond("SpecValid", False, "InvalidSpec", str(exc))])
+    else:
+        result = converge(kube, cluster, body)
+    old = body.get("status") or {}
+    for cond in conditions.transitions(old.get("conditions"), result.conditions):
+        if cond.ok is not None:
+            kube.event(body, "Normal" if cond.ok else "Warning", cond.reason, f"{cond.type}: {cond.message}")
+    status = _status(body, result)
+    if {**old, **status} != old:
+        meta = body["metadata"]
+        kube.patch_status(API_VERSION, KIND, meta["namespace"], meta["name"], status)
+    return result

@@ -1,0 +1,53 @@
+"""The populate-jail Job: run once, re-run only when populateJail.overwrite changes, never in a loop."""
+from __future__ import annotations
+
+from soperator.api.cluster import SlurmCluster
+from soperator.kube import Kube
+from soperator.reconcile.conditions import Cond
+from soperator.render.populate_jail import populate_jail_job, populate_jail_job_name
+
+OVERWRITE = "slurm.soperator.dev/overwrite"
+
+
+def _job_condition(job: dict, kind: str) -> dict | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return cond
+    return None
+
+
+def _pod_reason(kube: Kube, cluster: SlurmCluster, job_name: str) -> str:
+    pods = kube.dynamic.resources.get(api_version="v1", kind="Pod").get(
+        namespace=cluster.namespace, label_selector=f"job-name={job_name}").to_dict()
+    for pod in pods.get("items", []):
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+            if term:
+                return f"pod {pod['metadata']['name']}: {term.get('reason')} (exit {term.get('exitCode')}) " \
+                       f"{term.get('message') or ''}".strip()
+    return "no pod status"
+
+
+def populate_state(kube: Kube, cluster: SlurmCluster) -> Cond:
+    desired = populate_jail_job(cluster)
+    name = populate_jail_job_name(cluster)
+    live = kube.get("batch/v1", "Job", cluster.namespace, name)
+    if live is None:
+        kube.apply(desired)
+        return Cond("JailPopulated", None, "JobCreated", f"Job {name} started")
+    if live["metadata"].get("deletionTimestamp"):
+        return Cond("JailPopulated", None, "Repopulating", f"waiting for the old Job {name} to go")
+    want = desired["metadata"]["annotations"][OVERWRITE]
+    have = (live["metadata"].get("annotations") or {}).get(OVERWRITE)
+    finished = _job_condition(live, "Complete") or _job_condition(live, "Failed")
+    if have != want and finished:
+        # A Job's pod template cannot change: a new overwrite setting means a new Job.
+        kube.delete("batch/v1", "Job", cluster.namespace, name)
+        return Cond("JailPopulated", None, "Repopulating", f"populateJail.overwrite={want}: Job {name} recreated")
+    if _job_condition(live, "Complete"):
+        return Cond("JailPopulated", True, "JobSucceeded", f"Job {name} succeeded")
+    failed = _job_condition(live, "Failed")
+    if failed:
+        return Cond("JailPopulated", False, "JobFailed",
+                    f"Job {name} failed: {failed.get('reason')}: {_pod_reason(kube, cluster, name)}")
+    return Cond("JailPopulated", None, "JobRunning", f"Job {name} is running")

@@ -1,0 +1,38 @@
+"""Key Secrets: generated once when absent, never regenerated, never overwritten."""
+from __future__ import annotations
+
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import ConflictError
+
+from soperator.api.cluster import SlurmCluster
+from soperator.keys import generate_munge_key, generate_ssh_host_keys
+from soperator.kube import Kube
+from soperator.reconcile.conditions import Cond
+from soperator.render.secrets import (munge_key_secret, munge_key_secret_name, ssh_host_keys_secret,
+                                      ssh_host_keys_secret_name)
+
+
+def _create_once(kube: Kube, obj: dict) -> None:
+    try:
+        kube.create(obj)
+    except (ConflictError, ApiException) as exc:
+        # Another writer (an operator restarting, a second replica) created it first: keep theirs.
+        if getattr(exc, "status", None) != 409:
+            raise
+
+
+def ensure_secrets(kube: Kube, cluster: SlurmCluster) -> Cond:
+    refs = cluster.spec.secrets
+    wanted = [
+        (munge_key_secret_name(cluster), refs.munge_key, lambda: munge_key_secret(cluster, generate_munge_key())),
+        (ssh_host_keys_secret_name(cluster), refs.ssh_host_keys,
+         lambda: ssh_host_keys_secret(cluster, generate_ssh_host_keys())),
+    ]
+    for name, user_ref, build in wanted:
+        if kube.get("v1", "Secret", cluster.namespace, name) is not None:
+            continue
+        if user_ref:
+            return Cond("SecretsReady", False, "SecretNotFound",
+                        f"Secret {cluster.namespace}/{name} named in spec.secrets does not exist")
+        _create_once(kube, build())
+    return Cond("SecretsReady", True, "Present", "munge key and ssh host keys present")

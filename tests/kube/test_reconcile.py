@@ -1,0 +1,177 @@
+"""The reconcile function against the real control plane: order, gates, keys, status, no-op writes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from soperator.kube import Kube
+from soperator.reconcile import reconcile
+
+pytestmark = pytest.mark.kube
+API = "slurm.soperator.dev/v1alpha1"
+
+
+@pytest.fixture
+def kube(api) -> Kube:
+    return Kube(api)
+
+
+def _create(kubectl, namespace, name, **spec) -> None:
+    doc = {"apiVersion": API, "kind": "SlurmCluster", "metadata": {"name": name, "namespace": namespace},
+           "spec": spec}
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+
+
+def _body(kube, namespace, name) -> dict:
+    return kube.get(API, "SlurmCluster", namespace, name)
+
+
+def _names(kube, namespace, kind, api="v1") -> list[str]:
+    res = kube.dynamic.resources.get(api_version=api, kind=kind)
+    items = res.get(namespace=namespace, label_selector="app.kubernetes.io/managed-by=soperator").to_dict()["items"]
+    return sorted(i["metadata"]["name"] for i in items)
+
+
+def _finish_job(kubectl, namespace, name, success=True) -> None:
+    """No kubelet runs pods here: finish the Job through its status subresource, as envtest users do."""
+    import datetime
+    import time
+
+    live = {}
+    for _ in range(50):  # the real job controller sets startTime first; keep it
+        live = json.loads(kubectl("-n", namespace, "get", "job", name, "-o", "json").stdout)
+        if live.get("status", {}).get("startTime"):
+            break
+        time.sleep(0.1)
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conds = ([{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}] if success
+             else [{"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded"},
+                   {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                    "message": "Job has reached the specified backoff limit"}])
+    for c in conds:
+        c.update({"lastProbeTime": now, "lastTransitionTime": now})
+    status = {"conditions": conds, "startTime": live["status"]["startTime"], "active": 0, "ready": 0, "terminating": 0,
+              "succeeded": 1 if success else 0, "failed": 0 if success else 3}
+    if success:
+        status.update({"completionTime": now, "uncountedTerminatedPods": {}})
+    kubectl("-n", namespace, "patch", "job", name, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": status}))
+
+
+def _converge(kube, namespace, name, rounds=3):
+    for _ in range(rounds):
+        reconcile(kube, _body(kube, namespace, name))
+
+
+def test_create_gates_nodes_on_the_populate_job(kube, kubectl, crd_installed, namespace):
+    _create(kubectl, namespace, "c1", workers={"replicas": 2})
+    result = reconcile(kube, _body(kube, namespace, "c1"))
+    assert result.phase == "Populating"
+    assert _names(kube, namespace, "Secret") == ["c1-munge-key", "c1-ssh-host-keys"]
+    assert _names(kube, namespace, "ConfigMap") == ["c1-slurm-configs", "c1-sshd-config"]
+    assert _names(kube, namespace, "Job", "batch/v1") == ["c1-populate-jail"]
+    assert _names(kube, namespace, "StatefulSet", "apps/v1") == []
+    uid = _body(kube, namespace, "c1")["metadata"]["uid"]
+    job = kube.get("batch/v1", "Job", namespace, "c1-populate-jail")
+    assert job["metadata"]["ownerReferences"][0]["uid"] == uid
+
+    _finish_job(kubectl, namespace, "c1-populate-jail")
+    result = reconcile(kube, _body(kube, namespace, "c1"))
+    assert result.phase == "Provisioning"
+    assert _names(kube, namespace, "StatefulSet", "apps/v1") == ["c1-controller", "c1-login", "c1-worker"]
+    assert _names(kube, namespace, "Service") == ["c1-controller", "c1-login", "c1-login-headless", "c1-worker"]
+    status = _body(kube, namespace, "c1")["status"]
+    assert status["phase"] == "Provisioning" and status["workers"]["desired"] == 2
+    assert {c["type"]: c["status"] for c in status["conditions"]}["JailPopulated"] == "True"
+
+
+def test_noop_reconcile_makes_zero_writes(kube, kubectl, crd_installed, namespace):
+    _create(kubectl, namespace, "c2")
+    reconcile(kube, _body(kube, namespace, "c2"))
+    _finish_job(kubectl, namespace, "c2-populate-jail")
+    _converge(kube, namespace, "c2")
+    before = kube.writes
+    reconcile(kube, _body(kube, namespace, "c2"))
+    assert kube.writes - before == 0
+
+
+def test_keys_are_never_regenerated(kube, api, kubectl, crd_installed, namespace):
+    _create(kubectl, namespace, "c3")
+    reconcile(kube, _body(kube, namespace, "c3"))
+    munge = kube.get("v1", "Secret", namespace, "c3-munge-key")["data"]
+    ssh = kube.get("v1", "Secret", namespace, "c3-ssh-host-keys")["data"]
+    restarted = Kube(api)  # a fresh operator process: no memory of the first
+    _create(kubectl, namespace, "c3", workers={"replicas": 5})
+    _converge(restarted, namespace, "c3")
+    assert kube.get("v1", "Secret", namespace, "c3-munge-key")["data"] == munge
+    assert kube.get("v1", "Secret", namespace, "c3-ssh-host-keys")["data"] == ssh
+
+
+def test_scale_change_touches_only_what_it_must(kube, kubectl, crd_installed, namespace):
+    _create(kubectl, namespace, "c4", workers={"replicas": 2})
+    reconcile(kube, _body(kube, namespace, "c4"))
+    _finish_job(kubectl, namespace, "c4-populate-jail")
+    _converge(kube, namespace, "c4")
+
+    def versions():
+        return {(k, n): kube.get(a, k, namespace, n)["metadata"]["resourceVersion"] for a, k, n in (
+            ("apps/v1", "StatefulSet", "c4-login"), ("v1", "ConfigMap", "c4-sshd-config"),
+            ("v1", "Service", "c4-login"), ("apps/v1", "StatefulSet", "c4-worker"))}
+
+    before = versions()
+    login_hash = kube.get("apps/v1", "StatefulSet", namespace, "c4-login")["spec"]["template"]["metadata"]
+    _create(kubectl, namespace, "c4", workers={"replicas": 3})
+    reconcile(kube, _body(kube, namespace, "c4"))
+    after = versions()
+    assert after[("StatefulSet", "c4-login")] == before[("StatefulSet", "c4-login")]
+    assert after[("ConfigMap", "c4-sshd-config")] == before[("ConfigMap", "c4-sshd-config")]
+    worker = kube.get("apps/v1", "StatefulSet", namespace, "c4-worker")
+    assert worker["spec"]["replicas"] == 3
+    assert "demo" not in worker["metadata"]["name"]
+    conf = kube.get("v1", "ConfigMap", namespace, "c4-slurm-configs")["data"]["slurm.conf"]
+    assert "NodeName=c4-worker-[0-2]" in conf
+    assert login_hash == kube.get("apps/v1", "StatefulSet", namespace, "c4-login")["spec"]["template"]["metadata"]
+
+
+def test_bad_spec_sets_condition_and_event_and_creates_nothing(kube, kubectl, crd_installed, namespace):
+    # Valid for the CRD schema, invalid for the cross-field rules: two default partitions.
+    _create(kubectl, namespace, "bad", partitions=[{"name": "a", "default": True}, {"name": "b", "default": True}])
+    result = reconcile(kube, _body(kube, namespace, "bad"))
+    assert result.phase == "Error"
+    status = _body(kube, namespace, "bad")["status"]
+    cond = [c for c in status["conditions"] if c["type"] == "SpecValid"][0]
+    assert cond["status"] == "False" and "partitions" in cond["message"] and "default" in cond["message"]
+    for kind, api in (("Secret", "v1"), ("ConfigMap", "v1"), ("Job", "batch/v1"), ("StatefulSet", "apps/v1")):
+        assert _names(kube, namespace, kind, api) == []
+    events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "InvalidSpec" and e["involvedObject"]["name"] == "bad" for e in events)
+    before = kube.writes
+    reconcile(kube, _body(kube, namespace, "bad"))
+    assert kube.writes == before  # the same error is not re-posted
+
+
+def test_failed_job_is_reported_not_retried(kube, kubectl, crd_installed, namespace):
+    _create(kubectl, namespace, "c5")
+    reconcile(kube, _body(kube, namespace, "c5"))
+    uid = kube.get("batch/v1", "Job", namespace, "c5-populate-jail")["metadata"]["uid"]
+    _finish_job(kubectl, namespace, "c5-populate-jail", success=False)
+    result = reconcile(kube, _body(kube, namespace, "c5"))
+    assert result.phase == "Error"
+    cond = [c for c in _body(kube, namespace, "c5")["status"]["conditions"] if c["type"] == "JailPopulated"][0]
+    assert cond["reason"] == "JobFailed" and "BackoffLimitExceeded" in cond["message"]
+    before = kube.writes
+    _converge(kube, namespace, "c5")
+    assert kube.writes == before
+    assert kube.get("batch/v1", "Job", namespace, "c5-populate-jail")["metadata"]["uid"] == uid
+    assert _names(kube, namespace, "StatefulSet", "apps/v1") == []
+
+
+def test_missing_user_secret_is_reported(kube, kubectl, crd_installed, namespace):
+    _create(kubectl, namespace, "c6", secrets={"mungeKey": "site-munge"})
+    result = reconcile(kube, _body(kube, namespace, "c6"))
+    assert result.phase == "Error"
+    cond = [c for c in result.conditions if c.type == "SecretsReady"][0]
+    assert cond.reason == "SecretNotFound" and "site-munge" in cond.message
+    assert _names(kube, namespace, "ConfigMap") == []
