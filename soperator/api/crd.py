@@ -7,6 +7,7 @@ compared byte for byte.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from soperator.api.cluster import GROUP, KIND, MAX_NAME_LENGTH, PLURAL, VERSION
@@ -114,7 +115,8 @@ def crd() -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{GROUP}"},
+        # Helm must never delete the CRD on uninstall: that would delete every SlurmCluster with it.
+        "metadata": {"name": f"{PLURAL}.{GROUP}", "annotations": {"helm.sh/resource-policy": "keep"}},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
@@ -135,6 +137,36 @@ def crd() -> dict[str, Any]:
             }],
         },
     }
+
+
+def values_schema() -> dict[str, Any]:
+    """values.schema.json of the slurm-cluster chart: the CRD's spec schema as JSON Schema, so bad
+    values fail at `helm install/template` with the field named, before anything reaches the cluster."""
+    def convert(node: Any) -> Any:
+        if isinstance(node, list):
+            return [convert(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        node = {k: convert(v) for k, v in node.items() if not k.startswith("x-kubernetes") and k != "default"}
+        if node.pop("nullable", False) and "type" in node:
+            node["type"] = [node["type"], "null"]
+        return node
+
+    spec = convert(openapi_schema()["properties"]["spec"])
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "nameOverride": {"type": "string", "maxLength": MAX_NAME_LENGTH,
+                             "pattern": "^([a-z]([-a-z0-9]*[a-z0-9])?)?$"},
+            "spec": spec,
+        },
+    }
+
+
+def values_schema_json() -> str:
+    return json.dumps(values_schema(), indent=2, sort_keys=True) + "\n"
 
 
 def crd_yaml() -> str:

@@ -1,0 +1,107 @@
+"""The Helm charts with the real helm: lint, template, official schemas, our CRD, bad values."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from soperator.api import parse_cluster
+from soperator.api.crd import crd_yaml, values_schema_json
+from tests.support_paths import ROOT
+from tests.unit.test_crd import _as_json_schema, _schema
+
+CHARTS = ROOT / "charts"
+CHART_NAMES = ["slurm-operator", "slurm-cluster", "slurm-cluster-storage"]
+VALUE_VARIANTS = {
+    "slurm-operator": [[], ["--set", "watchNamespaces={a,b}"], ["--set", "crds.enabled=false"]],
+    "slurm-cluster": [[], ["-f", str(CHARTS / "slurm-cluster" / "examples" / "gpu-pyxis.yaml")]],
+    "slurm-cluster-storage": [[], ["--set", "controllerSpool.enabled=true", "--set", "subMounts[0].name=scratch",
+                                   "--set", "subMounts[0].size=1Ti"],
+                              ["--set", "jail.persistentVolume.enabled=true", "--set",
+                               "jail.persistentVolume.nfs.server=nfs.example", "--set",
+                               "jail.persistentVolume.nfs.path=/export/jail"]],
+}
+
+
+def helm(tools, *args, check=True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(tools["helm"]), *args], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)}: {proc.stderr}")
+    return proc
+
+
+def render(tools, chart: str, *args: str) -> list[dict]:
+    out = helm(tools, "template", "demo", str(CHARTS / chart), "--namespace", "hpc", *args).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+@pytest.mark.parametrize("chart", CHART_NAMES)
+def test_lint_strict(tools, chart):
+    helm(tools, "lint", "--strict", str(CHARTS / chart))
+
+
+@pytest.mark.parametrize("chart,args", [(c, a) for c in CHART_NAMES for a in VALUE_VARIANTS[c]])
+def test_rendered_objects_are_valid(tools, chart, args):
+    docs = render(tools, chart, *args)
+    assert docs
+    for doc in docs:
+        if doc["kind"] == "SlurmCluster":
+            jsonschema.validate(doc, _as_json_schema(_schema()))
+            parse_cluster(doc)
+            continue
+        for version in ("1.31", "1.35"):
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_crd_in_chart_is_byte_identical_to_the_generated_one():
+    assert (CHARTS / "slurm-operator" / "files" / "slurmclusters.slurm.soperator.dev.yaml").read_text() == crd_yaml()
+    assert (ROOT / "crds" / "slurmclusters.slurm.soperator.dev.yaml").read_text() == crd_yaml()
+
+
+def test_cluster_values_schema_is_generated_from_the_models():
+    assert (CHARTS / "slurm-cluster" / "values.schema.json").read_text() == values_schema_json()
+
+
+def test_chart_versions_follow_the_package():
+    from soperator import __version__
+
+    for chart in CHART_NAMES:
+        meta = yaml.safe_load((CHARTS / chart / "Chart.yaml").read_text())
+        assert meta["version"] == __version__ and meta["appVersion"] == __version__
+
+
+@pytest.mark.parametrize("chart,args,message", [
+    ("slurm-cluster", ["--set", "spec.workers.replicas=-1"], "spec.workers.replicas"),
+    ("slurm-cluster", ["--set", "spec.login.service.type=ClusterIP"], "spec.login.service.type"),
+    ("slurm-cluster", ["--set", "spec.workers.sharedMemorySize=lots"], "spec.workers.sharedMemorySize"),
+    ("slurm-cluster", ["--set", "nameOverride=Bad_Name"], "nameOverride"),
+    ("slurm-operator", ["--set", "image.pullPolicy=Sometimes"], "image.pullPolicy"),
+    ("slurm-cluster-storage", ["--set", "jail.size=lots"], "jail.size"),
+    ("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true"], "needs jail.persistentVolume.nfs"),
+])
+def test_bad_values_fail_with_the_field_named(tools, chart, args, message):
+    proc = helm(tools, "template", "demo", str(CHARTS / chart), *args, check=False)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+
+
+def test_operator_rbac_is_namespaced_and_minimal(tools):
+    docs = render(tools, "slurm-operator", "--set", "watchNamespaces={a,b}")
+    kinds = sorted(d["kind"] for d in docs)
+    assert "ClusterRole" not in kinds and kinds.count("Role") == 2
+    rules = [r for d in docs if d["kind"] == "Role" for r in d["rules"]]
+    secrets = [r for r in rules if "secrets" in r["resources"]]
+    assert {tuple(r["verbs"]) for r in secrets} == {("get", "create")}
+    assert not any("*" in r["verbs"] or "*" in r["resources"] for r in rules)
+    deploy = [d for d in docs if d["kind"] == "Deployment"][0]
+    assert deploy["spec"]["strategy"]["type"] == "Recreate"
+    assert "--namespace=a" in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_jail_claim_is_kept_on_uninstall(tools):
+    claim = [d for d in render(tools, "slurm-cluster-storage") if d["kind"] == "PersistentVolumeClaim"][0]
+    assert claim["metadata"]["name"] == "demo-jail"
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
