@@ -5,7 +5,6 @@ Every write goes through here, so a test can count them (see `writes`).
 from __future__ import annotations
 
 import datetime
-from typing import Any
 
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient

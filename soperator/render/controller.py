@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
-from soperator.render.common import Obj, object_name, resources, scheduling, tcp_probe
+from soperator.render.common import Obj, object_name, resources, tcp_probe
 from soperator.render.configs import slurm_config_hash
-from soperator.render.nodes import (CONTROLLER, dns_config, headless_service, jail_volumes, slurm_mounts,
+from soperator.render.nodes import (CONTROLLER, headless_service, jail_volumes, node_pod, slurm_mounts,
                                     slurm_volumes, stateful_set)
 from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
 
@@ -39,15 +39,8 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
         "livenessProbe": tcp_probe(SLURMCTLD_PORT, period=15, failures=8),
         "resources": resources(spec.controller),
     }
-    pod = {
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "dnsConfig": dns_config(cluster),
-        "terminationGracePeriodSeconds": 60,
-        "containers": [container],
-        "volumes": slurm_volumes(cluster) + spool_volumes + jail_volumes(cluster)[:1],
-        **scheduling(spec.controller),
-    }
+    pod = node_pod(cluster, spec.controller, container,
+                   slurm_volumes(cluster) + spool_volumes + jail_volumes(cluster)[:1], grace_seconds=60)
     annotations = {CONFIG_HASH_ANNOTATION: slurm_config_hash(cluster, include_node_list=True)}
     return stateful_set(cluster, CONTROLLER, 1, pod, annotations, claim_templates)
 

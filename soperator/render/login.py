@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
 from soperator.render.common import (Obj, config_map_volume, content_hash, metadata, object_name, resources,
-                                     scheduling, secret_volume, selector_labels, tcp_probe)
+                                     secret_volume, selector_labels, tcp_probe)
 from soperator.render.configs import slurm_config_hash, sshd_config_hash, sshd_config_name
-from soperator.render.nodes import (LOGIN, dns_config, headless_service, jail_mounts, jail_volumes,
-                                    slurm_mounts, slurm_volumes, stateful_set)
+from soperator.render.nodes import (LOGIN, headless_service, jail_mounts, jail_volumes, node_pod, slurm_mounts,
+                                    slurm_volumes, stateful_set)
 from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
 from soperator.render.secrets import ssh_host_keys_secret_name
 
@@ -32,18 +32,11 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
         "livenessProbe": tcp_probe(SSH_PORT, period=15, failures=8),
         "resources": resources(spec.login),
     }
-    pod = {
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "dnsConfig": dns_config(cluster),
-        "terminationGracePeriodSeconds": 30,
-        "containers": [container],
-        "volumes": slurm_volumes(cluster) + jail_volumes(cluster) + [
-            config_map_volume("sshd-config", sshd_config_name(cluster)),
-            secret_volume("ssh-host-keys", ssh_host_keys_secret_name(cluster), 0o600),
-        ],
-        **scheduling(spec.login),
-    }
+    volumes = slurm_volumes(cluster) + jail_volumes(cluster) + [
+        config_map_volume("sshd-config", sshd_config_name(cluster)),
+        secret_volume("ssh-host-keys", ssh_host_keys_secret_name(cluster), 0o600),
+    ]
+    pod = node_pod(cluster, spec.login, container, volumes, grace_seconds=30)
     digest = content_hash([slurm_config_hash(cluster, include_node_list=False), sshd_config_hash(cluster)])
     return stateful_set(cluster, LOGIN, spec.login.replicas, pod, {CONFIG_HASH_ANNOTATION: digest})
 

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
-from soperator.render.common import (Obj, config_map_volume, labels, metadata, object_name, secret_volume,
-                                     selector_labels, service_domain)
+from soperator.api.common import ComponentBase
+from soperator.render.common import (Obj, config_map_volume, labels, metadata, object_name, scheduling,
+                                     secret_volume, selector_labels, service_domain)
 from soperator.render.configs import slurm_configs_name
 from soperator.render.paths import PATHS
 from soperator.render.secrets import munge_key_secret_name
@@ -73,6 +74,20 @@ def headless_service(cluster: SlurmCluster, component: str, ports: list[Obj]) ->
             "selector": selector_labels(cluster, component),
             "ports": ports,
         },
+    }
+
+
+def node_pod(cluster: SlurmCluster, component: ComponentBase, container: Obj, volumes: list[Obj],
+             grace_seconds: int) -> Obj:
+    """The pod spec every Slurm node shares around its one container."""
+    return {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "dnsConfig": dns_config(cluster),
+        "terminationGracePeriodSeconds": grace_seconds,
+        "containers": [container],
+        "volumes": volumes,
+        **scheduling(component),
     }
 
 

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
-from soperator.render.common import Obj, resources, scheduling, tcp_probe
+from soperator.render.common import Obj, resources, tcp_probe
 from soperator.render.configs import slurm_config_hash
-from soperator.render.nodes import (WORKER, dns_config, headless_service, jail_mounts, jail_volumes,
-                                    slurm_mounts, slurm_volumes, stateful_set)
+from soperator.render.nodes import (WORKER, headless_service, jail_mounts, jail_volumes, node_pod, slurm_mounts,
+                                    slurm_volumes, stateful_set)
 from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
 
 SLURMD_PORT = 6818
@@ -33,19 +33,12 @@ def worker_stateful_set(cluster: SlurmCluster) -> Obj:
         "livenessProbe": tcp_probe(SLURMD_PORT, period=15, failures=8),
         "resources": resources(workers, gpu_limit),
     }
-    pod = {
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "dnsConfig": dns_config(cluster),
-        # Running steps get KillWait to stop before the pod is torn down.
-        "terminationGracePeriodSeconds": spec.slurm_config.kill_wait + 30,
-        "containers": [container],
-        "volumes": slurm_volumes(cluster) + jail_volumes(cluster) + [
-            {"name": "spool", "emptyDir": {}},
-            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": workers.shared_memory_size}},
-        ],
-        **scheduling(workers),
-    }
+    volumes = slurm_volumes(cluster) + jail_volumes(cluster) + [
+        {"name": "spool", "emptyDir": {}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": workers.shared_memory_size}},
+    ]
+    # Running steps get KillWait to stop before the pod is torn down.
+    pod = node_pod(cluster, workers, container, volumes, grace_seconds=spec.slurm_config.kill_wait + 30)
     annotations = {CONFIG_HASH_ANNOTATION: slurm_config_hash(cluster, include_node_list=False)}
     return stateful_set(cluster, WORKER, workers.replicas, pod, annotations)
 

@@ -1,7 +1,6 @@
 """The Helm charts with the real helm: lint, template, official schemas, our CRD, bad values."""
 from __future__ import annotations
 
-import json
 import subprocess
 
 import jsonschema

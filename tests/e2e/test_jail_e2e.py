@@ -3,7 +3,6 @@ populate-jail fills the jail, controller + two workers + one login node start fr
 specs, and a user sshes in (paramiko), writes a file and runs a two-node batch job that sees it."""
 from __future__ import annotations
 
-import io
 import json
 import os
 import time

@@ -89,7 +89,7 @@ def namespace(kubectl, request):
 
 @pytest.fixture(scope="session")
 def api(control_plane):
-    from kubernetes import client, config
+    from kubernetes import client
 
     return client.ApiClient(configuration=_configuration(control_plane))
 
