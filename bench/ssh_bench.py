@@ -7,7 +7,6 @@ run `true`, close.
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
@@ -19,16 +18,11 @@ import paramiko
 
 from soperator.keys import generate_ssh_host_keys
 from soperator.render.configs import sshd_files
+from tests.cluster.controlplane import free_port
 from tests.conftest import make_cluster
 from tests.support.thin_jail import make_thin_jail
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _session(port: int, key: paramiko.PKey) -> float:
@@ -58,7 +52,7 @@ def main() -> None:
         for key_type, host in generate_ssh_host_keys().items():
             (tmp / "files" / f"ssh_host_{key_type}_key").write_text(host.private)
         jail = make_thin_jail(tmp / "jail")
-        ports = {"jail": _port(), "plain": _port()}
+        ports = {"jail": free_port(), "plain": free_port()}
         server = subprocess.Popen(["unshare", "--mount", "--propagation", "private", sys.executable,
                                    str(ROOT / "bench" / "ssh_jail_server.py"), str(tmp / "files"), str(jail),
                                    str(ports["jail"]), str(ports["plain"])], stdin=subprocess.PIPE,

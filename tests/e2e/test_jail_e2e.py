@@ -15,6 +15,7 @@ from images.build import build_all, image_ref
 from images.podman import PodmanError, podman
 from soperator.keys import generate_munge_key, generate_ssh_host_keys
 from soperator.render import KeyMaterial, render_all
+from tests.cluster.controlplane import free_port
 from tests.conftest import make_cluster
 from tests.support.podman_pods import VolumeStore, start_pod
 
@@ -140,7 +141,7 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
     cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
     for i in range(2):
         cluster.start(f"e2e-worker-{i}", cluster.pod("StatefulSet", "e2e-worker"))
-    port = _free_port()
+    port = free_port()
     cluster.start("e2e-login-0", cluster.pod("StatefulSet", "e2e-login"), ["-p", f"127.0.0.1:{port}:{SSH_PORT}"])
 
     def both_idle():
@@ -200,11 +201,3 @@ def _try_ssh(port, user, key):
         return _ssh(port, user, key)
     except (paramiko.SSHException, OSError):
         return None
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

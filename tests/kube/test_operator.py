@@ -11,24 +11,17 @@ import urllib.request
 import pytest
 
 from soperator.kube import Kube
+from tests.cluster.controlplane import free_port
 from tests.kube.test_reconcile import _create, _finish_job, _names
 from tests.support_paths import ROOT
 
 pytestmark = pytest.mark.kube
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Operator:
     def __init__(self, control_plane, workdir, namespace):
         self.log = workdir / f"operator-{time.monotonic_ns()}.log"
-        self.metrics_port, self.health_port = _free_port(), _free_port()
+        self.metrics_port, self.health_port = free_port(), free_port()
         env = {**os.environ, "KUBECONFIG": str(control_plane.kubeconfig), "SOPERATOR_RESYNC_SECONDS": "2",
                "SOPERATOR_METRICS_PORT": str(self.metrics_port)}
         self.proc = subprocess.Popen(

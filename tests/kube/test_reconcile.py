@@ -129,7 +129,6 @@ def test_scale_change_touches_only_what_it_must(kube, kubectl, crd_installed, na
     assert after[("ConfigMap", "c4-sshd-config")] == before[("ConfigMap", "c4-sshd-config")]
     worker = kube.get("apps/v1", "StatefulSet", namespace, "c4-worker")
     assert worker["spec"]["replicas"] == 3
-    assert "demo" not in worker["metadata"]["name"]
     conf = kube.get("v1", "ConfigMap", namespace, "c4-slurm-configs")["data"]["slurm.conf"]
     assert "NodeName=c4-worker-[0-2]" in conf
     assert login_hash == kube.get("apps/v1", "StatefulSet", namespace, "c4-login")["spec"]["template"]["metadata"]
