@@ -7,6 +7,7 @@ volumeMount, with ConfigMap and Secret volumes materialised as files with the re
 from __future__ import annotations
 
 import base64
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ class VolumeStore:
     root: Path
     objects: dict[tuple[str, str], dict]
     claims: dict[str, Path] = field(default_factory=dict)
+    materialised: dict[str, Path] = field(default_factory=dict)
 
     def host_path(self, pod: str, volume: dict) -> Path:
         name = volume["name"]
@@ -35,6 +37,13 @@ class VolumeStore:
         return path
 
     def _materialise(self, volume: dict) -> Path:
+        # Once per volume: rewriting a file that a running container reads shows it an empty file.
+        key = json.dumps(volume, sort_keys=True)
+        if key not in self.materialised:
+            self.materialised[key] = self._write_files(volume)
+        return self.materialised[key]
+
+    def _write_files(self, volume: dict) -> Path:
         if "configMap" in volume:
             source, kind = volume["configMap"], "ConfigMap"
             files = {k: v.encode() for k, v in self.objects[(kind, source["name"])]["data"].items()}
