@@ -1,13 +1,15 @@
 """Build every image with podman: `python -m images.build [--force]`.
 
 Order: a Debian base from debootstrap (no registry needed; the tarball is cached), the common node
-image, then controller, worker, login, jail and populate-jail. A build whose inputs did not change
-is skipped (a hash of the inputs is stored as an image label).
+image, then controller, worker, login, jail, populate-jail, and the operator. A build whose inputs did
+not change is skipped (a hash of the inputs and of its parents' is stored as an image label).
+`--only operator` builds one image and what it is built FROM.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import platform
 import shutil
 import subprocess
 import sys
@@ -23,9 +25,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BASE = "localhost/soperator/debian:bookworm"
 ROOTFS_TAR = CACHE / "images" / "bookworm-minbase.tar"
-# (image name, directory under images/); order matters: later ones build FROM earlier ones.
-IMAGES = [("node", "common"), ("controller", "controller"), ("worker", "worker"), ("login", "login"),
-          ("jail", "jail"), ("populate-jail", "populate_jail")]
+# image name -> (directory under images/, images it is built FROM); parents come first.
+IMAGES = {"node": ("common", ()), "controller": ("controller", ("node",)), "worker": ("worker", ("node",)),
+          "login": ("login", ("node",)), "jail": ("jail", ()), "populate-jail": ("populate_jail", ("jail", "node")),
+          "operator": ("operator", ())}
 LABEL = "dev.soperator.inputs"
 
 
@@ -55,12 +58,38 @@ def _context(directory: str) -> Path:
         shutil.copy(item, ctx / item.name)
     text = (ctx / "Containerfile").read_text().replace("VERSION", __version__)
     (ctx / "Containerfile").write_text(text)
-    shutil.copy(HERE / "common" / "fixed-ids.sh", ctx / "fixed-ids.sh")
     shutil.copy("/etc/apt/sources.list.d/debian.sources", ctx / "debian.sources")
-    shutil.copytree(ROOT / "soperator" / "node", ctx / "soperator_node",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    no_cache = shutil.ignore_patterns("__pycache__", "*.pyc")
+    if directory == "operator":
+        # The package source, for the digest; wheels are made from it only when a build is needed.
+        shutil.copytree(ROOT / "soperator", ctx / "src" / "soperator", ignore=no_cache)
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy(ROOT / name, ctx / "src" / name)
+        return ctx
+    shutil.copy(HERE / "common" / "fixed-ids.sh", ctx / "fixed-ids.sh")
+    shutil.copytree(ROOT / "soperator" / "node", ctx / "soperator_node", ignore=no_cache)
     shutil.copy(PLUGIN, ctx / "spank_chroot.so")
     return ctx
+
+
+def _operator_wheels(ctx: Path) -> None:
+    """The operator and its dependencies as wheels for the image's Python (Debian bookworm: 3.11),
+    fetched here, so the image build itself needs no package index."""
+    wheels = ctx / "wheels"
+    _pip("wheel", "--no-deps", "-w", str(wheels), str(ctx / "src"))
+    own = next(wheels.glob("soperator-*.whl"))
+    machine = platform.machine()
+    platforms = [f"--platform=manylinux_2_{n}_{machine}" for n in (36, 34, 28, 17)] + [
+        f"--platform=manylinux2014_{machine}"]
+    _pip("download", "-d", str(wheels), "--only-binary=:all:", "--python-version=3.11", "--implementation=cp",
+         *platforms, str(own))
+    shutil.rmtree(ctx / "src")
+
+
+def _pip(*args: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", "-q", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise PodmanError(f"pip {args[0]} for the operator image failed:\n{proc.stderr[-3000:]}")
 
 
 def _digest(ctx: Path, parent: str) -> str:
@@ -75,22 +104,46 @@ def _label(ref: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
-def build_all(force: bool = False) -> dict[str, float]:
-    build_plugin()
+def _wanted(only: list[str] | None) -> list[str]:
+    if not only:
+        return list(IMAGES)
+    unknown = sorted(set(only) - set(IMAGES))
+    if unknown:
+        raise PodmanError(f"unknown image(s) {', '.join(unknown)}; known: {', '.join(IMAGES)}")
+    wanted: set[str] = set()
+    todo = list(only)
+    while todo:
+        name = todo.pop()
+        wanted.add(name)
+        todo += IMAGES[name][1]
+    return [name for name in IMAGES if name in wanted]
+
+
+def build_all(force: bool = False, only: list[str] | None = None) -> dict[str, float]:
+    """Build the images (all, or `only` these and their parents); returns seconds per image built."""
+    names = _wanted(only)
+    if any(name != "operator" for name in names):
+        build_plugin()
     ensure_base()
-    timings, parent = {}, _label(BASE) or BASE
-    for name, directory in IMAGES:
+    timings, digests = {}, {}
+    base = _label(BASE) or BASE
+    for name in names:
+        directory, parents = IMAGES[name]
         ctx = _context(directory)
         try:
-            # Each image's digest chains its parents' so a change below rebuilds everything above.
-            digest = _digest(ctx, parent)
+            # An image's digest covers its parents' so a change below rebuilds everything above.
+            digest = _digest(ctx, base + "".join(digests[p] for p in parents))
+            digests[name] = digest
             ref = image_ref(name)
             if force or _label(ref) != digest:
                 started = time.monotonic()
+                if directory == "operator":
+                    _operator_wheels(ctx)
+                    # Bind-mounted files do not key podman's layer cache; this file does.
+                    (ctx / "inputs").write_text(digest + "\n")
                 podman("build", "--layers", "--label", f"{LABEL}={digest}", "-t", ref, "-f",
                        str(ctx / "Containerfile"), str(ctx))
                 timings[name] = round(time.monotonic() - started, 1)
-            parent = parent + digest
         finally:
             shutil.rmtree(ctx, ignore_errors=True)
     return timings
@@ -99,9 +152,11 @@ def build_all(force: bool = False) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--force", action="store_true", help="rebuild even if inputs are unchanged")
+    parser.add_argument("--only", action="append", metavar="IMAGE",
+                        help=f"build this image and its parents only (repeatable): {', '.join(IMAGES)}")
     args = parser.parse_args(argv)
     try:
-        timings = build_all(args.force)
+        timings = build_all(args.force, args.only)
     except (PodmanError, subprocess.CalledProcessError) as exc:
         print(f"error: image build failed: {exc}", file=sys.stderr)
         return 1

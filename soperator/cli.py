@@ -91,8 +91,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     import kopf
 
-    import soperator.handlers  # noqa: F401 - registers the handlers
+    from soperator import handlers  # registers the handlers
 
+    handlers.WATCHED_NAMESPACES[:] = args.namespace or []
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kopf.run(clusterwide=not args.namespace, namespaces=args.namespace or [],
              liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,

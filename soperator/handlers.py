@@ -19,6 +19,9 @@ from soperator.reconcile import reconcile
 
 RESYNC_SECONDS = float(os.environ.get("SOPERATOR_RESYNC_SECONDS", "60"))
 _kube: Kube | None = None
+# The namespaces `soperator run -n` watches; empty: cluster-wide. The resync lists only these, since
+# the chart grants a Role per watched namespace and no cluster-wide list.
+WATCHED_NAMESPACES: list[str] = []
 
 
 def kube() -> Kube:
@@ -47,6 +50,9 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.watching.connect_timeout = 30
     settings.posting.enabled = False  # we post our own events, on transitions only
     settings.peering.standalone = True  # one replica (Recreate strategy); no peering objects
+    # Scanning lists Namespaces and CRDs cluster-wide; a namespaced operator has a Role per namespace
+    # only (see the chart), and the CRD is installed with it, so it has nothing to discover.
+    settings.scanning.disabled = bool(WATCHED_NAMESPACES)
     asyncio.get_running_loop().create_task(_resync_loop())
     metrics.serve(int(os.environ.get("SOPERATOR_METRICS_PORT", "8080")))
 
@@ -86,4 +92,6 @@ async def _resync_loop() -> None:
 
 def _list_clusters() -> list[dict]:
     res = kube().dynamic.resources.get(api_version=f"{GROUP}/{VERSION}", kind="SlurmCluster")
-    return res.get().to_dict().get("items", [])
+    if not WATCHED_NAMESPACES:
+        return res.get().to_dict().get("items", [])
+    return [item for ns in WATCHED_NAMESPACES for item in res.get(namespace=ns).to_dict().get("items", [])]

@@ -78,6 +78,15 @@ def crd_installed(kubectl):
     return True
 
 
+def adopt_crd(kubectl, release: str, namespace: str) -> None:
+    """Let a slurm-operator release adopt the CRD the session installed with kubectl, as an upgrade
+    over a hand-installed CRD would (helm refuses objects that carry no release annotations)."""
+    crd = "crd/slurmclusters.slurm.soperator.dev"
+    kubectl("label", "--overwrite", crd, "app.kubernetes.io/managed-by=Helm")
+    kubectl("annotate", "--overwrite", crd, f"meta.helm.sh/release-name={release}",
+            f"meta.helm.sh/release-namespace={namespace}")
+
+
 @pytest.fixture
 def namespace(kubectl, request):
     stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower().removeprefix("test_"))[:40].strip("-")

@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client
 
 from soperator.kube import Kube
+from tests.kube.conftest import adopt_crd
 from soperator.reconcile import reconcile
 from tests.kube.test_reconcile import _finish_job
 from tests.support_paths import ROOT
@@ -37,12 +38,7 @@ def test_install_reconcile_with_chart_rbac_and_uninstall(control_plane, tools, k
     other = f"{namespace}-other"
     kubectl("create", "namespace", other)
     kubectl("-n", other, "create", "secret", "generic", "not-yours", "--from-literal=k=v")
-    # The session installed the CRD with kubectl already: let this release adopt it, as an operator
-    # chart upgrade over a hand-installed CRD would.
-    crd = "crd/slurmclusters.slurm.soperator.dev"
-    kubectl("label", "--overwrite", crd, "app.kubernetes.io/managed-by=Helm")
-    kubectl("annotate", "--overwrite", crd, "meta.helm.sh/release-name=ops",
-            f"meta.helm.sh/release-namespace={namespace}")
+    adopt_crd(kubectl, "ops", namespace)
     out = _helm(control_plane, tools, "install", "ops", str(CHARTS / "slurm-operator"), "-n", namespace)
     assert "watches SlurmClusters in: " + namespace in out
     _helm(control_plane, tools, "install", "storage", str(CHARTS / "slurm-cluster-storage"), "-n", namespace,

@@ -1,7 +1,8 @@
 """Run rendered Kubernetes pod templates as podman containers: a stand-in kubelet for the e2e test.
 
-The e2e test must start the nodes from what `soperator render` produces, not from hand-written
-settings. This turns a rendered pod spec into `podman run` flags: image, env, privileged, and every
+The e2e tests must start pods from what `soperator render` or a chart produces, not from hand-written
+settings. This turns a pod spec into `podman run` flags: image, command and args, env, the security
+context (privileged, user, read-only root, dropped capabilities, no privilege escalation), and every
 volumeMount, with ConfigMap and Secret volumes materialised as files with the rendered modes.
 """
 from __future__ import annotations
@@ -23,6 +24,8 @@ class VolumeStore:
     objects: dict[tuple[str, str], dict]
     claims: dict[str, Path] = field(default_factory=dict)
     materialised: dict[str, Path] = field(default_factory=dict)
+    service_account: Path | None = None  # token, ca.crt, namespace: what a kubelet projects
+
 
     def host_path(self, pod: str, volume: dict) -> Path:
         name = volume["name"]
@@ -32,8 +35,11 @@ class VolumeStore:
             return self.claims[volume["persistentVolumeClaim"]["claimName"]]
         if "hostPath" in volume:
             return self.claims[volume["hostPath"]["path"]]
+        if "projected" in volume and self.service_account:  # the admission-injected kube-api-access-*
+            return self.service_account
         path = self.root / "empty" / pod / name  # emptyDir and claim templates: per pod
         path.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o777)  # as a kubelet makes an emptyDir: writable whatever user the pod runs as
         return path
 
     def _materialise(self, volume: dict) -> Path:
@@ -59,11 +65,26 @@ class VolumeStore:
         return path
 
 
-def run_args(name: str, pod: dict, store: VolumeStore, network: str) -> list[str]:
+def security_args(pod: dict, container: dict) -> list[str]:
+    ctx = {**pod.get("securityContext", {}), **container.get("securityContext", {})}
+    args = ["--privileged"] if ctx.get("privileged") else []
+    if "runAsUser" in ctx:
+        args += ["--user", f"{ctx['runAsUser']}:{ctx.get('runAsGroup', ctx['runAsUser'])}"]
+    if ctx.get("readOnlyRootFilesystem"):
+        args += ["--read-only", "--read-only-tmpfs=false"]  # a kubelet adds no tmpfs either
+    if "ALL" in ctx.get("capabilities", {}).get("drop", []):
+        args.append("--cap-drop=all")
+    if ctx.get("allowPrivilegeEscalation") is False:
+        args += ["--security-opt", "no-new-privileges"]
+    return args
+
+
+def run_args(name: str, pod: dict, store: VolumeStore, network: str,
+             hostname: str | None = None) -> tuple[list[str], list[str]]:
+    """`podman run` arguments, split as (options, image and its arguments)."""
     container = pod["containers"][0]
-    args = ["run", "-d", "--name", name, "--hostname", name, "--network", network]
-    if container.get("securityContext", {}).get("privileged"):
-        args.append("--privileged")
+    args = ["run", "-d", "--name", name, "--hostname", hostname or name, "--network", network]
+    args += security_args(pod, container)
     for env in container.get("env", []):
         args += ["-e", f"{env['name']}={env['value']}"]
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
@@ -71,9 +92,12 @@ def run_args(name: str, pod: dict, store: VolumeStore, network: str) -> list[str
         volume = volumes.get(mount["name"], {"name": mount["name"]})
         host = store.host_path(name, volume)
         args += ["-v", f"{host}:{mount['mountPath']}{':ro' if mount.get('readOnly') else ''}"]
-    return args + [container["image"]]
+    if container.get("command"):
+        args += ["--entrypoint", json.dumps(container["command"])]
+    return args, [container["image"], *container.get("args", [])]
 
 
-def start_pod(name: str, pod: dict, store: VolumeStore, network: str, extra: list[str] = ()) -> str:
-    args = run_args(name, pod, store, network)
-    return podman(*args[:-1], *extra, args[-1]).stdout.strip()
+def start_pod(name: str, pod: dict, store: VolumeStore, network: str, extra: list[str] = (),
+              hostname: str | None = None) -> str:
+    options, image = run_args(name, pod, store, network, hostname)
+    return podman(*options, *extra, *image).stdout.strip()

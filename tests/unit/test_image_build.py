@@ -1,0 +1,27 @@
+"""Which images `python -m images.build --only X` builds: X and what it is built FROM, parents first."""
+from __future__ import annotations
+
+import pytest
+
+from images.build import IMAGES, _wanted
+from images.podman import PodmanError
+
+
+def test_only_operator_builds_no_node_image():
+    assert _wanted(["operator"]) == ["operator"]
+
+
+def test_populate_jail_brings_its_parents_first():
+    assert _wanted(["populate-jail"]) == ["node", "jail", "populate-jail"]
+
+
+def test_no_selection_builds_everything_with_parents_before_children():
+    order = _wanted(None)
+    assert set(order) == set(IMAGES)
+    for name, (_, parents) in IMAGES.items():
+        assert all(order.index(p) < order.index(name) for p in parents)
+
+
+def test_unknown_image_is_named():
+    with pytest.raises(PodmanError, match="unknown image.*opertor"):
+        _wanted(["opertor"])
