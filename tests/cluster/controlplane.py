@@ -27,6 +27,15 @@ class ControlPlaneError(RuntimeError):
     pass
 
 
+def http_ok(url: str) -> bool:
+    """True if a plain-HTTP GET answers 200 (etcd's /health; a readiness probe)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -122,7 +131,7 @@ class ControlPlane:
             for comp in self.components:
                 comp.start()
                 if comp.name == "etcd":
-                    self._wait(comp, lambda: self._http_ok(f"{etcd_url}/health"), began + timeout)
+                    self._wait(comp, lambda: http_ok(f"{etcd_url}/health"), began + timeout)
                 elif comp.name == "kube-apiserver":
                     self._wait(comp, lambda: self._https_ok("/readyz"), began + timeout)
             # The controller-manager is up once it has created the default ServiceAccount.
@@ -155,14 +164,6 @@ class ControlPlane:
                 return
             time.sleep(0.2)
         raise ControlPlaneError(f"{comp.name} not ready in time:\n{comp.tail()}")
-
-    @staticmethod
-    def _http_ok(url: str) -> bool:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                return resp.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
 
     def ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))

@@ -12,12 +12,11 @@ from __future__ import annotations
 import datetime
 import json
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
 from images.podman import podman
+from tests.cluster.controlplane import http_ok
 from tests.support.podman_pods import VolumeStore, start_pod
 
 
@@ -37,7 +36,7 @@ class KubeletStandIn:
         pods = json.loads(self.kubectl("-n", self.namespace, "get", "pods", "-o", "json").stdout)["items"]
         for pod in pods:
             name = pod["metadata"]["name"]
-            if name in self.probes and self._probe_ok(self.probes[name]):
+            if name in self.probes and http_ok(self.probes[name]):
                 self._report(name, "Running", ready=True)
                 del self.probes[name]
             if name in self.handled or pod["metadata"].get("deletionTimestamp"):
@@ -83,14 +82,6 @@ class KubeletStandIn:
             (path / file).chmod(0o644)  # the container runs as an unprivileged user
         path.chmod(0o755)
         return path
-
-    @staticmethod
-    def _probe_ok(url: str) -> bool:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as resp:
-                return resp.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
 
     def _report(self, name: str, phase: str, ready: bool) -> None:
         now, flag = _now(), "True" if ready else "False"
