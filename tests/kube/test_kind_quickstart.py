@@ -66,8 +66,10 @@ def test_quickstart_installs_charts_and_waits_until_ready(operator_image, contro
         assert cluster["status"]["phase"] == "Ready"
         assert cluster["spec"]["login"]["service"]["type"] == "NodePort"
         assert cluster["status"]["workers"]["ready"] == 2
+        # The real PV controller binds the claim to the chart's hostPath PV (on its own schedule).
+        kubectl("-n", namespace, "wait", "pvc/qs-jail", "--for=jsonpath={.status.phase}=Bound", "--timeout=90s")
         claim = json.loads(kubectl("-n", namespace, "get", "pvc", "qs-jail", "-o", "json").stdout)
-        assert claim["spec"]["volumeName"] == f"qs-{namespace}-jail"  # bound to the hostPath PV
+        assert claim["spec"]["volumeName"] == f"qs-{namespace}-jail"
         job = json.loads(kubectl("-n", namespace, "get", "job", "qs-populate-jail", "-o", "json").stdout)
         assert job["status"]["succeeded"] == 1  # completed by the real job controller
         # The containerised operator did this in-cluster, as the chart's ServiceAccount.
