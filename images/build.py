@@ -23,8 +23,10 @@ from spank_chroot.build import PLUGIN, build_plugin
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-BASE = "localhost/soperator/debian:bookworm"
-ROOTFS_TAR = CACHE / "images" / "bookworm-minbase.tar"
+# Containerfiles say `FROM BASE_IMAGE`. Renamed when what goes into the base changes, so that a
+# machine with an older cached base builds the new one.
+BASE = "localhost/soperator/debian:bookworm-nodebs"
+ROOTFS_TAR = CACHE / "images" / "bookworm-minbase-nodebs.tar"
 # image name -> (directory under images/, images it is built FROM); parents come first.
 IMAGES = {"node": ("common", ()), "controller": ("controller", ("node",)), "worker": ("worker", ("node",)),
           "login": ("login", ("node",)), "jail": ("jail", ()), "populate-jail": ("populate_jail", ("jail", "node")),
@@ -47,7 +49,9 @@ def ensure_base() -> None:
             subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(rootfs),
                             "http://deb.debian.org/debian"], check=True, capture_output=True)
             ROOTFS_TAR.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["tar", "-C", str(rootfs), "-cf", str(ROOTFS_TAR) + ".part", "."], check=True)
+            # debootstrap leaves the ~120 MB of .debs it installed; every image would carry them.
+            subprocess.run(["tar", "-C", str(rootfs), "--exclude=./var/cache/apt/archives/*.deb",
+                            "-cf", str(ROOTFS_TAR) + ".part", "."], check=True)
             Path(str(ROOTFS_TAR) + ".part").rename(ROOTFS_TAR)
     podman("import", str(ROOTFS_TAR), BASE)
 
@@ -56,7 +60,7 @@ def _context(directory: str) -> Path:
     ctx = Path(tempfile.mkdtemp(prefix="soperator-image-"))
     for item in (HERE / directory).iterdir():
         shutil.copy(item, ctx / item.name)
-    text = (ctx / "Containerfile").read_text().replace("VERSION", __version__)
+    text = (ctx / "Containerfile").read_text().replace("VERSION", __version__).replace("BASE_IMAGE", BASE)
     (ctx / "Containerfile").write_text(text)
     shutil.copy("/etc/apt/sources.list.d/debian.sources", ctx / "debian.sources")
     no_cache = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -66,7 +70,7 @@ def _context(directory: str) -> Path:
         for name in ("pyproject.toml", "README.md"):
             shutil.copy(ROOT / name, ctx / "src" / name)
         return ctx
-    shutil.copy(HERE / "common" / "fixed-ids.sh", ctx / "fixed-ids.sh")
+    shutil.copy(HERE / "common" / "install-packages.sh", ctx / "install-packages.sh")
     shutil.copytree(ROOT / "soperator" / "node", ctx / "soperator_node", ignore=no_cache)
     shutil.copy(PLUGIN, ctx / "spank_chroot.so")
     return ctx
