@@ -26,7 +26,6 @@ class VolumeStore:
     materialised: dict[str, Path] = field(default_factory=dict)
     service_account: Path | None = None  # token, ca.crt, namespace: what a kubelet projects
 
-
     def host_path(self, pod: str, volume: dict) -> Path:
         name = volume["name"]
         if "configMap" in volume or "secret" in volume:
@@ -68,8 +67,9 @@ class VolumeStore:
 def security_args(pod: dict, container: dict) -> list[str]:
     ctx = {**pod.get("securityContext", {}), **container.get("securityContext", {})}
     args = ["--privileged"] if ctx.get("privileged") else []
-    if "runAsUser" in ctx:
-        args += ["--user", f"{ctx['runAsUser']}:{ctx.get('runAsGroup', ctx['runAsUser'])}"]
+    if "runAsUser" in ctx:  # without runAsGroup, the group comes from the image, as with a kubelet
+        group = f":{ctx['runAsGroup']}" if "runAsGroup" in ctx else ""
+        args += ["--user", f"{ctx['runAsUser']}{group}"]
     if ctx.get("readOnlyRootFilesystem"):
         args += ["--read-only", "--read-only-tmpfs=false"]  # a kubelet adds no tmpfs either
     if "ALL" in ctx.get("capabilities", {}).get("drop", []):
