@@ -1,0 +1,30 @@
+"""The kind quick start refuses to start, with the reason, when what it needs is missing."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.support_paths import ROOT
+
+SCRIPT = ROOT / "examples" / "kind" / "quickstart.py"
+
+
+def _run(*args: str, path: str | None = None) -> subprocess.CompletedProcess:
+    env = {"PATH": path} if path is not None else None
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env,
+                          timeout=60)
+
+
+def test_missing_ssh_key_is_named(tmp_path):
+    proc = _run("--kubeconfig", str(tmp_path / "kc"), "--ssh-key", str(tmp_path / "nope.pub"))
+    assert proc.returncode == 2
+    assert "no ssh public key" in proc.stderr
+
+
+def test_missing_tools_are_named_before_anything_runs(tmp_path):
+    key = tmp_path / "id.pub"
+    key.write_text("ssh-ed25519 AAAA test\n")
+    proc = _run("--kubeconfig", str(tmp_path / "kc"), "--ssh-key", str(key), path=str(tmp_path))
+    assert proc.returncode == 1
+    assert "not found on PATH: kubectl, helm" in proc.stderr
+    assert "+ " not in proc.stdout  # no command was run
