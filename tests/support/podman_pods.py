@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from images.podman import podman
+from images.podman import PodmanError, podman
 
 
 @dataclass
@@ -100,4 +100,9 @@ def run_args(name: str, pod: dict, store: VolumeStore, network: str,
 def start_pod(name: str, pod: dict, store: VolumeStore, network: str, extra: list[str] = (),
               hostname: str | None = None) -> str:
     options, image = run_args(name, pod, store, network, hostname)
-    return podman(*options, *extra, *image).stdout.strip()
+    try:
+        return podman(*options, *extra, *image).stdout.strip()
+    except PodmanError:
+        # A `run` that fails at start leaves the container created; the caller never got its id.
+        podman("rm", "-f", name, check=False)
+        raise
