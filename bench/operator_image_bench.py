@@ -26,6 +26,7 @@ from images.podman import podman
 from tests.cluster.controlplane import ControlPlane, free_port, http_ok
 from tests.cluster.tools import ensure_tools
 from tests.kube.conftest import Kubectl
+from tests.support.podman_pods import security_args
 
 ROOT = Path(__file__).resolve().parent.parent
 SA = "ops-slurm-operator"
@@ -42,7 +43,7 @@ def _token_kubeconfig(plane: ControlPlane, kubectl: Kubectl, path: Path) -> None
     path.chmod(0o644)  # the image runs as an unprivileged user
 
 
-def _start(kind: str, kubeconfig: Path, health: int, metrics: int):
+def _start(kind: str, kubeconfig: Path, health: int, metrics: int, security: list[str]):
     args = ["run", "-n", "bench", "--health-port", str(health)]
     if kind == "venv":
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "SOPERATOR_METRICS_PORT": str(metrics)}
@@ -51,19 +52,19 @@ def _start(kind: str, kubeconfig: Path, health: int, metrics: int):
         return lambda: (proc.send_signal(signal.SIGTERM), proc.wait(20))
     tmp = Path(tempfile.mkdtemp(prefix="soperator-bench-tmp-"))
     tmp.chmod(0o777)
-    cid = podman("run", "-d", "--network", "host", "--user", "65532:65532", "--read-only",
-                 "--read-only-tmpfs=false", "--cap-drop=all", "--security-opt", "no-new-privileges",
-                 "-v", f"{kubeconfig}:/kubeconfig:ro", "-v", f"{tmp}:/tmp", "-e", "KUBECONFIG=/kubeconfig",
+    cid = podman("run", "-d", "--network", "host", *security, "-v", f"{kubeconfig}:/kubeconfig:ro",
+                 "-v", f"{tmp}:/tmp", "-e", "KUBECONFIG=/kubeconfig",
                  "-e", f"SOPERATOR_METRICS_PORT={metrics}", image_ref("operator"), *args).stdout.strip()
     return lambda: (podman("rm", "-f", "-t", "10", cid), shutil.rmtree(tmp, ignore_errors=True))
 
 
-def _round(kind: str, n: int, kubectl: Kubectl, kubeconfig: Path) -> tuple[float, float]:
+def _round(kind: str, n: int, kubectl: Kubectl, kubeconfig: Path,
+           security: list[str]) -> tuple[float, float]:
     name = f"{kind}-{n}"
     kubectl("apply", "-f", "-", input=_manifest(name))
     health = free_port()
     started = time.perf_counter()
-    stop = _start(kind, kubeconfig, health, free_port())
+    stop = _start(kind, kubeconfig, health, free_port(), security)
     try:
         # From before `podman run` / Popen: the container's own start-up counts.
         _wait(lambda: http_ok(f"http://127.0.0.1:{health}/healthz"))
@@ -94,10 +95,14 @@ def main() -> int:
                        check=True, capture_output=True)
         kubeconfig = work / "sa.kubeconfig"
         _token_kubeconfig(plane, kubectl, kubeconfig)
+        # The image runs as the chart's Deployment says (user, read-only root, capabilities).
+        deployment = json.loads(kubectl("-n", "bench", "get", "deployment", SA, "-o", "json").stdout)
+        pod = deployment["spec"]["template"]["spec"]
+        security = security_args(pod, pod["containers"][0])
         figures: dict[str, list[tuple[float, float]]] = {"venv": [], "image": []}
         for n in range(args.rounds):
             for kind in (("venv", "image") if n % 2 == 0 else ("image", "venv")):
-                figures[kind].append(_round(kind, n, kubectl, kubeconfig))
+                figures[kind].append(_round(kind, n, kubectl, kubeconfig, security))
         med = {k: [statistics.median(x[i] for x in v) for i in (0, 1)] for k, v in figures.items()}
         for label, i in (("start -> /healthz", 0), ("start -> first status written", 1)):
             print(f"{label}: image {med['image'][i]:.2f} s, venv {med['venv'][i]:.2f} s, "

@@ -47,12 +47,13 @@ def test_quickstart_installs_charts_and_waits_until_ready(operator_image, contro
     metrics_port, health_port = free_port(), free_port()
     env = {**os.environ, "PATH": f"{tools['kubectl'].parent}:{os.environ['PATH']}"}
     log = tmp_path / "quickstart.log"
-    script = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "--kubeconfig", str(control_plane.kubeconfig), "--namespace", namespace,
-         "--cluster-name", "qs", "--ssh-key", _ssh_key(tmp_path), "--skip-ssh", "--timeout", "240",
-         "--set-operator", f"metrics.port={metrics_port}", "--set-operator", f"healthPort={health_port}",
-         "--set-operator", "resyncSeconds=5"],
-        cwd=ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    with open(log, "w") as out:  # the child keeps its own copy of the descriptor
+        script = subprocess.Popen(
+            [sys.executable, str(SCRIPT), "--kubeconfig", str(control_plane.kubeconfig), "--namespace", namespace,
+             "--cluster-name", "qs", "--ssh-key", _ssh_key(tmp_path), "--skip-ssh", "--timeout", "240",
+             "--set-operator", f"metrics.port={metrics_port}", "--set-operator", f"healthPort={health_port}",
+             "--set-operator", "resyncSeconds=5"],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     kubelet = KubeletStandIn(kubectl, control_plane, namespace,
                              {"app.kubernetes.io/name": "slurm-operator"}, tmp_path / "kubelet")
     try:
