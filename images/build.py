@@ -69,6 +69,7 @@ def _context(directory: str) -> Path:
         shutil.copytree(ROOT / "soperator", ctx / "src" / "soperator", ignore=no_cache)
         for name in ("pyproject.toml", "README.md"):
             shutil.copy(ROOT / name, ctx / "src" / name)
+        shutil.copy(ROOT / "requirements.txt", ctx / "requirements.txt")  # the lock: in the digest too
         return ctx
     shutil.copy(HERE / "common" / "install-packages.sh", ctx / "install-packages.sh")
     shutil.copytree(ROOT / "soperator" / "node", ctx / "soperator_node", ignore=no_cache)
@@ -78,15 +79,16 @@ def _context(directory: str) -> Path:
 
 def _operator_wheels(ctx: Path) -> None:
     """The operator and its dependencies as wheels for the image's Python (Debian bookworm: 3.11),
-    fetched here, so the image build itself needs no package index."""
+    fetched here, so the image build itself needs no package index. The dependencies are exactly the
+    lock file's (requirements.txt, hashes checked), the versions CI tests with."""
     wheels = ctx / "wheels"
     _pip("wheel", "--no-deps", "-w", str(wheels), str(ctx / "src"))
-    own = next(wheels.glob("soperator-*.whl"))
     machine = platform.machine()
     platforms = [f"--platform=manylinux_2_{n}_{machine}" for n in (36, 34, 28, 17)] + [
         f"--platform=manylinux2014_{machine}"]
     _pip("download", "-d", str(wheels), "--only-binary=:all:", "--python-version=3.11", "--implementation=cp",
-         *platforms, str(own))
+         *platforms, "--require-hashes", "-r", str(ctx / "requirements.txt"))
+    shutil.copy(ctx / "requirements.txt", wheels / "requirements.txt")
     shutil.rmtree(ctx / "src")
 
 

@@ -1,7 +1,9 @@
 """podman with a configuration of its own, so builds and tests neither read nor change the host's.
 
 Measured on these machines: crun refuses the hybrid cgroup layout (use runc + cgroupfs), and podman's
-default ulimits exceed the VM's hard limits (set lower ones).
+default ulimits exceed the VM's hard limits (set lower ones). Networks use netavark, whose aardvark-dns
+lets containers resolve each other by name; podman would otherwise pick CNI (with no DNS plugin) on a
+machine that has CNI state, so the backend is named, and its network definitions live here too.
 """
 from __future__ import annotations
 
@@ -20,6 +22,10 @@ events_logger = "file"
 
 [containers]
 default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+
+[network]
+network_backend = "netavark"
+network_config_dir = "{networks}"
 """
 
 
@@ -31,7 +37,7 @@ def podman_env() -> dict[str, str]:
     PODMAN_DIR.mkdir(parents=True, exist_ok=True)
     conf = PODMAN_DIR / "containers.conf"
     storage = PODMAN_DIR / "storage.conf"
-    conf.write_text(CONTAINERS_CONF)
+    conf.write_text(CONTAINERS_CONF.format(networks=PODMAN_DIR / "networks"))
     storage.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{PODMAN_DIR}/storage"\n'
                        f'runroot = "{PODMAN_DIR}/run"\n')
     return {**os.environ, "CONTAINERS_CONF": str(conf), "CONTAINERS_STORAGE_CONF": str(storage)}

@@ -17,7 +17,7 @@ from soperator.keys import generate_munge_key, generate_ssh_host_keys
 from soperator.render import KeyMaterial, render_all
 from tests.cluster.controlplane import free_port
 from tests.conftest import make_cluster
-from tests.support.podman_pods import VolumeStore, start_pod
+from tests.support.podman_pods import VolumeStore, require_name_resolution, start_pod
 
 pytestmark = pytest.mark.e2e
 SSH_PORT = 22
@@ -97,6 +97,11 @@ class Cluster:
 def cluster(images, tmp_path):
     c = Cluster(tmp_path)
     podman("network", "create", c.network)
+    try:
+        require_name_resolution(c.network, image_ref("controller"))
+    except PodmanError as exc:
+        c.teardown()
+        pytest.fail(str(exc), pytrace=False)
     yield c
     if os.environ.get("SOPERATOR_E2E_KEEP"):
         return

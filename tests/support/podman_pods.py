@@ -106,3 +106,23 @@ def start_pod(name: str, pod: dict, store: VolumeStore, network: str, extra: lis
         # A `run` that fails at start leaves the container created; the caller never got its id.
         podman("rm", "-f", name, check=False)
         raise
+
+
+def require_name_resolution(network: str, image: str) -> None:
+    """Fail at once, saying why, when containers on `network` cannot resolve each other by name (the
+    nodes would otherwise time out registering with a controller whose name does not resolve)."""
+    backend = podman("info", "--format", "{{.Host.NetworkBackend}}").stdout.strip()
+    dns = podman("network", "inspect", "--format", "{{.DNSEnabled}}", network).stdout.strip()
+    if backend != "netavark" or dns != "true":
+        raise PodmanError(f"podman network {network} has no name resolution (backend {backend or '?'}, "
+                          f"dns_enabled {dns or '?'}): install netavark and aardvark-dns (.ci/setup does)")
+    probe = f"{network}-dns-probe"
+    podman("run", "-d", "--rm", "--name", probe, "--network", network, "--entrypoint", "sleep", image, "60")
+    try:
+        answer = podman("run", "--rm", "--network", network, "--entrypoint", "getent", image, "hosts", probe,
+                        check=False)
+    finally:
+        podman("rm", "-f", "-t", "0", probe, check=False)
+    if answer.returncode != 0:
+        raise PodmanError(f"containers on podman network {network} cannot resolve each other: "
+                          f"getent hosts {probe} failed ({answer.returncode}) {answer.stderr.strip()}")
