@@ -17,11 +17,18 @@ FreeFormObject = Annotated[
 ]
 
 
+def cel(*rules: tuple[str, str] | dict) -> dict[str, Any]:
+    """CEL rules for the CRD (`x-kubernetes-validations`): the apiserver's copy of a model rule."""
+    return {"x-kubernetes-validations": [r if isinstance(r, dict) else {"rule": r[0], "message": r[1]}
+                                         for r in rules]}
+
+
 class ApiModel(BaseModel):
-    """camelCase on the wire, snake_case in Python; unknown fields are errors, not silently dropped."""
+    """camelCase on the wire, snake_case in Python; unknown fields are errors, not silently dropped.
+    Strict: a boolean or a quoted number is not an integer, as for the apiserver's schema."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
-                              validate_default=True)
+                              validate_default=True, strict=True)
 
     def wire(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from soperator.api.cluster import GROUP, KIND, MAX_NAME_LENGTH, PLURAL, VERSION
+from soperator.api.cluster import GROUP, KIND, MAX_NAME_LENGTH, NAME_PATTERN, PLURAL, VERSION
 from soperator.api.spec import SlurmClusterSpec
 from soperator.api.status import SlurmClusterStatus
 from soperator.yamlio import dump
@@ -90,14 +90,18 @@ def openapi_schema() -> dict[str, Any]:
         "properties": {
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
-            "metadata": {"type": "object"},
+            # Declared so that the name rules below can point at it (fieldPath).
+            "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
             "spec": spec,
             "status": status,
         },
         "x-kubernetes-validations": [{
-            "rule": f"size(self.metadata.name) <= {MAX_NAME_LENGTH}",
+            "rule": f"size(self.metadata.name) <= {MAX_NAME_LENGTH}", "fieldPath": ".metadata.name",
             "message": f"metadata.name must be at most {MAX_NAME_LENGTH} characters: "
                        "pod and label names are derived from it",
+        }, {
+            "rule": f"self.metadata.name.matches('{NAME_PATTERN}')", "fieldPath": ".metadata.name",
+            "message": "metadata.name must start with a letter: Service names are derived from it",
         }],
     }
 

@@ -10,6 +10,9 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
 # Kubernetes' canonical quantity grammar: a signed decimal and an optional suffix.
@@ -18,7 +21,8 @@ _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei"
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
             "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9), "T": Decimal(10**12),
             "P": Decimal(10**15), "E": Decimal(10**18)}
-QUANTITY_PATTERN = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+# Without the '-' of Kubernetes' own: no resource quantity in a SlurmCluster may be negative.
+QUANTITY_PATTERN = r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 
 
 def quantity_value(text: str) -> Decimal:
@@ -65,17 +69,12 @@ Quantity = Annotated[
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
 
-# Slurm names end up in slurm.conf lines: no spaces, '=', '#' or commas.
-SLURM_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
-SlurmName = Annotated[str, Field(min_length=1, max_length=64, pattern=SLURM_NAME_PATTERN)]
-
-# A slurm.conf value: one line, and no '#', which would start a comment.
-SlurmValue = Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[^\n\r#]+$")]
-
 ImageRef = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
 
 
 def _check_cidr(value: str) -> str:
+    if "/" not in value:
+        raise ValueError(f"{value!r} is not a CIDR range: it needs a prefix length (example: 203.0.113.0/24)")
     try:
         ipaddress.ip_network(value, strict=False)
     except ValueError as exc:
@@ -83,18 +82,34 @@ def _check_cidr(value: str) -> str:
     return value
 
 
-Cidr = Annotated[str, AfterValidator(_check_cidr), Field(max_length=64)]
+Cidr = Annotated[str, Field(max_length=64, json_schema_extra={"x-kubernetes-validations": [
+    {"rule": "isCIDR(self)", "message": "not a CIDR range (example: 203.0.113.0/24)"}]}), AfterValidator(_check_cidr)]
 
-_SSH_KEY_RE = re.compile(r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-[a-z0-9@.-]+) [A-Za-z0-9+/=]+( [^\n\r]*)?$")
+_SSH_KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
+                  "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com")
+_MIN_RSA_BITS = 2048
 
 
 def _check_ssh_key(value: str) -> str:
+    """One authorized_keys line, 'type base64 [comment]', whose key really parses as that type:
+    sshd ignores a line it cannot parse, and the user is locked out with no error."""
     value = value.strip()
-    if not _SSH_KEY_RE.match(value):
-        raise ValueError("not an OpenSSH public key line (expected e.g. 'ssh-ed25519 AAAA... comment')")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ValueError("an SSH public key is one line, without control characters")
+    kind, _, rest = value.partition(" ")
+    blob = rest.split(" ", 1)[0]
+    try:
+        key = serialization.load_ssh_public_key(f"{kind} {blob}".encode())
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise ValueError(f"the {kind} key does not parse ({exc}): copy the whole line of the .pub file") from None
+    if isinstance(key, rsa.RSAPublicKey) and key.key_size < _MIN_RSA_BITS:
+        raise ValueError(f"RSA key of {key.key_size} bits: at least {_MIN_RSA_BITS} are required")
     return value
 
 
-SshPublicKey = Annotated[str, AfterValidator(_check_ssh_key), Field(max_length=16384)]
+# The pattern is the apiserver's share of the check (one line, 'type base64 [comment]').
+SSH_KEY_PATTERN = (rf"^({'|'.join(re.escape(t) for t in _SSH_KEY_TYPES)}) [A-Za-z0-9+/]+={{0,2}}"
+                   r"( [^\x00-\x1f\x7f]*)?$")
+SshPublicKey = Annotated[str, Field(max_length=16384, pattern=SSH_KEY_PATTERN), AfterValidator(_check_ssh_key)]
 
 LabelMap = dict[Annotated[str, Field(max_length=316)], Annotated[str, Field(max_length=63)]]

@@ -47,10 +47,36 @@ def _message(err: dict[str, Any]) -> str:
     return msg
 
 
+# A SlurmCluster is stored in etcd, whose objects are at most ~1.5 MB. YAML aliases let a small file
+# stand for a much larger document; its expanded size is bounded before anything reads it further.
+MAX_VALUES = 20_000
+MAX_TEXT = 1_000_000
+
+
+def check_size(manifest: Any) -> None:
+    """Count every value as serialization would (an alias counts each time it is used), and stop at
+    the bound: walking is cheap however large the expansion would be."""
+    values, text, stack = 0, 0, [manifest]
+    while stack:
+        node = stack.pop()
+        values += 1
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            text += len(node)
+        if values > MAX_VALUES or text > MAX_TEXT:
+            raise SpecError([FieldError("<root>", f"the manifest expands to more than {MAX_VALUES:,} values or "
+                                                  f"{MAX_TEXT:,} characters (YAML aliases?); refused before use")])
+
+
 def parse_cluster(manifest: Any) -> SlurmCluster:
     """Validate a manifest (dict from YAML/JSON or the apiserver); raise SpecError on any problem."""
     if not isinstance(manifest, dict):
         raise SpecError([FieldError("<root>", f"expected a mapping, got {type(manifest).__name__}")])
+    check_size(manifest)
     body = {k: v for k, v in manifest.items() if k != "status"}
     try:
         return SlurmCluster.model_validate(body)

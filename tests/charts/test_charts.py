@@ -1,6 +1,7 @@
 """The Helm charts with the real helm: lint, template, official schemas, our CRD, bad values."""
 from __future__ import annotations
 
+import json
 import subprocess
 
 import jsonschema
@@ -10,6 +11,7 @@ import yaml
 
 from soperator.api import parse_cluster
 from soperator.api.crd import crd_yaml, values_schema_json
+from soperator.api.paths import host_path_values_schema
 from tests.support_paths import ROOT
 from tests.unit.test_crd import _as_json_schema, _schema
 
@@ -61,6 +63,12 @@ def test_crd_in_chart_is_byte_identical_to_the_generated_one():
     assert (ROOT / "crds" / "slurmclusters.slurm.soperator.dev.yaml").read_text() == crd_yaml()
 
 
+def test_storage_host_path_rule_is_the_models():
+    schema = json.loads((CHARTS / "slurm-cluster-storage" / "values.schema.json").read_text())
+    pv = schema["properties"]["jail"]["properties"]["persistentVolume"]["properties"]
+    assert pv["hostPath"] == host_path_values_schema()
+
+
 def test_cluster_values_schema_is_generated_from_the_models():
     assert (CHARTS / "slurm-cluster" / "values.schema.json").read_text() == values_schema_json()
 
@@ -81,6 +89,9 @@ def test_chart_versions_follow_the_package():
     ("slurm-operator", ["--set", "image.pullPolicy=Sometimes"], "image.pullPolicy"),
     ("slurm-cluster-storage", ["--set", "jail.size=lots"], "jail.size"),
     ("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true"], "needs jail.persistentVolume.nfs"),
+    *[("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true", "--set",
+                                 f"jail.persistentVolume.hostPath={path}"], "jail.persistentVolume.hostPath")
+      for path in ("/", "/srv/jail/../../etc", "/usr/local/jail", "/var", "/srv/jail/")],
 ])
 def test_bad_values_fail_with_the_field_named(tools, chart, args, message):
     proc = helm(tools, "template", "demo", str(CHARTS / chart), *args, check=False)

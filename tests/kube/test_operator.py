@@ -1,6 +1,7 @@
 """`soperator run` (kopf) as a real process against the real control plane: converges, survives restarts."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -9,10 +10,12 @@ import time
 import urllib.request
 
 import pytest
+import yaml
 
 from soperator.kube import Kube
 from tests.cluster.controlplane import free_port
 from tests.kube.test_reconcile import _create, _finish_job, _names
+from tests.support.bad_corpus import CASES
 from tests.support_paths import ROOT
 
 pytestmark = pytest.mark.kube
@@ -77,3 +80,35 @@ def test_operator_converges_and_resumes_after_restart(control_plane, api, kubect
         assert not [a for a in body["metadata"].get("annotations") or {} if a.startswith("kopf.")]
     finally:
         op.stop()
+
+
+def test_operator_refuses_what_the_apiserver_lets_through(control_plane, api, kubectl, crd_installed, namespace,
+                                                          tmp_path):
+    """Every corpus case the CRD schema cannot refuse exists in the cluster; the running operator
+    marks each SpecValid=False naming the field, posts an InvalidSpec event and creates nothing."""
+    kube = Kube(api)
+    cases = {f"bad-{i}": case for i, case in enumerate(c for c in CASES if c.api == "accepts")}
+    assert len(cases) >= 6
+    for name, case in cases.items():
+        doc = yaml.safe_load(case.path.read_text())
+        doc["metadata"] = {"name": name, "namespace": namespace}
+        kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+
+    def refused(name: str) -> str | None:
+        status = kube.get("slurm.soperator.dev/v1alpha1", "SlurmCluster", namespace, name).get("status") or {}
+        cond = [c for c in status.get("conditions", []) if c["type"] == "SpecValid"]
+        return cond[0]["message"] if cond and cond[0]["status"] == "False" else None
+
+    op = Operator(control_plane, tmp_path, namespace)
+    try:
+        _until(lambda: all(refused(n) for n in cases), 60, "every bad cluster marked SpecValid=False", op)
+    finally:
+        op.stop()
+    for name, case in cases.items():
+        assert f"{case.error_at}: " in refused(name), (case.name, refused(name))
+    events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
+    assert {e["involvedObject"]["name"] for e in events if e["reason"] == "InvalidSpec"} == set(cases)
+    for kind, api_version in (("Secret", "v1"), ("ConfigMap", "v1"), ("Service", "v1"), ("Job", "batch/v1"),
+                              ("StatefulSet", "apps/v1")):
+        assert _names(kube, namespace, kind, api_version) == [], kind
+    assert "Traceback" not in op.log.read_text()

@@ -135,13 +135,13 @@ def test_scale_change_touches_only_what_it_must(kube, kubectl, crd_installed, na
 
 
 def test_bad_spec_sets_condition_and_event_and_creates_nothing(kube, kubectl, crd_installed, namespace):
-    # Valid for the CRD schema, invalid for the cross-field rules: two default partitions.
-    _create(kubectl, namespace, "bad", partitions=[{"name": "a", "default": True}, {"name": "b", "default": True}])
+    # Valid for the CRD schema, invalid for the models: a hostlist range that runs backwards.
+    _create(kubectl, namespace, "bad", partitions=[{"name": "a", "nodes": "w[5-1]"}])
     result = reconcile(kube, _body(kube, namespace, "bad"))
     assert result.phase == "Error"
     status = _body(kube, namespace, "bad")["status"]
     cond = [c for c in status["conditions"] if c["type"] == "SpecValid"][0]
-    assert cond["status"] == "False" and "partitions" in cond["message"] and "default" in cond["message"]
+    assert cond["status"] == "False" and "spec.partitions[0].nodes" in cond["message"]
     for kind, api in (("Secret", "v1"), ("ConfigMap", "v1"), ("Job", "batch/v1"), ("StatefulSet", "apps/v1")):
         assert _names(kube, namespace, kind, api) == []
     events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]

@@ -1,4 +1,5 @@
 """The malformed-manifest corpus: each file is rejected, the error names the field, nothing renders."""
+import collections
 import subprocess
 import sys
 
@@ -6,36 +7,44 @@ import pytest
 import yaml
 
 from soperator.api import SpecError, parse_cluster
-from tests.support_paths import BAD_CRS, ROOT
+from tests.support.bad_corpus import CASES
+from tests.support_paths import ROOT
+
+# The classes of bad input the README's validation section lists; each needs three cases or more.
+CLASSES = ("injection", "managed-key", "cross-field", "path", "ssh-key", "loose-type", "size")
 
 
-def _expected_path(path):
-    first = path.read_text().splitlines()[0]
-    assert first.startswith("# expect-error-at: "), f"{path.name} lacks its expectation header"
-    return first.split(": ", 1)[1].strip()
+def test_corpus_covers_every_class_three_times():
+    counts = collections.Counter(c.klass for c in CASES)
+    assert {k: counts[k] for k in CLASSES if counts[k] < 3} == {}
+    assert len(CASES) >= 80
 
 
-def test_corpus_is_large_enough():
-    assert len(BAD_CRS) >= 25
-
-
-@pytest.mark.parametrize("path", BAD_CRS, ids=lambda p: p.stem)
-def test_rejected_with_the_field_named(path):
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_rejected_with_the_field_named(case):
     with pytest.raises(SpecError) as exc:
-        parse_cluster(yaml.safe_load(path.read_text()))
+        parse_cluster(yaml.safe_load(case.path.read_text()))
     paths = [e.path for e in exc.value.errors]
-    assert _expected_path(path) in paths, exc.value
+    assert case.error_at in paths, exc.value
     assert all(e.message for e in exc.value.errors)
 
 
-@pytest.mark.parametrize("path", BAD_CRS[:5] + BAD_CRS[-5:], ids=lambda p: p.stem)
-def test_cli_renders_nothing_and_exits_nonzero(path, tmp_path):
-    for command in (["render", "--no-secrets"], ["validate"]):
-        proc = subprocess.run([sys.executable, "-m", "soperator.cli", *command, "-f", str(path)],
-                              capture_output=True, text=True, cwd=ROOT)
-        assert proc.returncode == 1
-        assert proc.stdout == ""
-        assert _expected_path(path) in proc.stderr
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_cli_validate_refuses_naming_the_field(case):
+    _cli_refuses(["validate"], case)
+
+
+@pytest.mark.parametrize("case", CASES[:5] + CASES[-5:], ids=lambda c: c.name)
+def test_cli_renders_nothing(case):
+    _cli_refuses(["render", "--no-secrets"], case)
+
+
+def _cli_refuses(command, case):
+    proc = subprocess.run([sys.executable, "-m", "soperator.cli", *command, "-f", str(case.path)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert f"{case.error_at}: " in proc.stderr
 
 
 def test_cli_reports_unparseable_yaml(tmp_path):

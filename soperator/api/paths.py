@@ -1,0 +1,85 @@
+"""Rules for the paths a user gives: where the jail lives on a node, where sub-mounts go inside it.
+
+A path must be absolute and canonical (no '.', '..', '//' or trailing '/'), so that '/.', '/proc/..'
+or '/x/../etc' cannot slip past the checks below: the check sees the path the kubelet will mount.
+Both rules are also written as a pattern and CEL for the CRD.
+"""
+from __future__ import annotations
+
+import re
+from typing import Annotated, Iterable
+
+from pydantic import AfterValidator, Field, WithJsonSchema
+
+from soperator.node.mounts import ACCOUNT_FILES, LOGIN, WORKER
+
+# Components other than '.' and '..' (a name holding a character other than '.', or '...'), of
+# characters other than '/' and control characters.
+_C = r"[^/\x00-\x1f\x7f]"
+CANONICAL_PATTERN = rf"^(/({_C}*[^./\x00-\x1f\x7f]{_C}*|\.\.\.+))+$"
+
+# Inside the jail: what the node binds over it (Slurm config, munge socket, spool, /dev, /sys, /tmp,
+# the plugin dir, /proc, the account files). A sub-mount on, above or below one would hide it.
+JAIL_RESERVED = tuple(sorted({b.path for b in WORKER + LOGIN} | set(ACCOUNT_FILES) | {"/proc"}))
+# On the node: a jail here would let populate-jail overwrite the host's own system.
+HOST_RESERVED = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/root", "/run",
+                 "/sbin", "/sys", "/usr", "/var/lib/containerd", "/var/lib/docker", "/var/lib/kubelet",
+                 "/var/log", "/var/run")
+
+
+def _overlap(path: str, reserved: Iterable[str]) -> str | None:
+    for r in reserved:
+        if path == r or path.startswith(r + "/") or r.startswith(path + "/"):
+            return r
+    return None
+
+
+def _check_canonical(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} must be an absolute path")
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ValueError(f"{value!r} holds a control character")
+    if value != "/" and any(p in ("", ".", "..") for p in value.split("/")[1:]):
+        raise ValueError(f"{value!r} is not canonical: write it without '.', '..', '//' or a trailing '/'")
+    return value
+
+
+def _path_outside(reserved: tuple[str, ...], at_root: str, overlap: str, cel_message: str):
+    """A canonical path that is not '/' and does not overlap `reserved`, checked by the models and,
+    as pattern + CEL, by the CRD. `overlap` is formatted with the path and the reserved path hit."""
+    def check(value: str) -> str:
+        _check_canonical(value)
+        if value == "/":
+            raise ValueError(at_root)
+        hit = _overlap(value, reserved)
+        if hit:
+            raise ValueError(overlap.format(path=value, hit=hit))
+        return value
+
+    names = ", ".join(f"'{r}'" for r in reserved)
+    rule = f"![{names}].exists(r, self == r || self.startsWith(r + '/') || r.startsWith(self + '/'))"
+    schema = {"type": "string", "maxLength": 1024, "pattern": CANONICAL_PATTERN,
+              "x-kubernetes-validations": [{"rule": rule, "message": cel_message}]}
+    return Annotated[str, AfterValidator(check), Field(max_length=1024), WithJsonSchema(schema)]
+
+
+JailSubMountPath = _path_outside(JAIL_RESERVED, "a sub-mount cannot cover the jail root",
+                                 "{path!r} overlaps {hit}, which the node binds into the jail",
+                                 "overlaps a path the node binds into the jail")
+JailHostPath = _path_outside(HOST_RESERVED, "the jail cannot be the node's root filesystem",
+                             "{path!r} overlaps the node's {hit}: populate-jail would overwrite the host",
+                             "overlaps a system directory of the node")
+# A program slurmd runs, named by its absolute path in the jail.
+ProgramPath = Annotated[str, Field(
+    max_length=1024, pattern=r"^(/([A-Za-z0-9_+.-]*[A-Za-z0-9_+-][A-Za-z0-9_+.-]*|\.\.\.+))+$"),
+    AfterValidator(_check_canonical)]
+
+
+def host_path_values_schema() -> dict:
+    """The same rule for the storage chart's PV hostPath, as JSON Schema for values.schema.json
+    (empty: no hostPath PV). Ancestors of a reserved path are listed; descendants match a pattern."""
+    ancestors = sorted({r[:i] for r in HOST_RESERVED for i in range(1, len(r)) if r[i] == "/"})
+    below = "^(" + "|".join(re.escape(r) for r in HOST_RESERVED) + ")(/|$)"
+    return {"type": "string", "anyOf": [
+        {"maxLength": 0},
+        {"pattern": CANONICAL_PATTERN, "not": {"anyOf": [{"pattern": below}, {"enum": ancestors}]}}]}

@@ -1,0 +1,125 @@
+"""The parts of the spec that become Slurm config files: slurm.conf keys, partitions, cgroup.conf,
+plugstack.conf and the health check. Every value is checked against its file's grammar here
+(soperator/api/grammar.py), so no user string can add, drop or swallow a key in a rendered file."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from typing_extensions import Annotated
+
+from soperator.api.common import ApiModel, cel
+from soperator.api.grammar import Hostlist, PlugStackLine, SlurmListItem, SlurmName, SlurmTime, extra_keys
+from soperator.api.paths import ProgramPath
+
+# Every key the slurm.conf template writes (a test renders the template and checks), and keys that
+# would break the design: slurmd must run as root (pivot_root), auth and credentials are ours, and
+# node, partition, node-set and include lines cannot be smuggled in as a value.
+MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
+    "ClusterName", "SlurmctldHost", "ControlMachine", "ControlAddr", "BackupController", "BackupAddr",
+    "SlurmUser", "SlurmdUser", "SlurmctldPort", "SlurmdPort", "AuthType", "AuthAltTypes", "AuthAltParameters",
+    "AuthInfo", "CryptoType", "CredType", "JobCredentialPrivateKey", "JobCredentialPublicCertificate",
+    "StateSaveLocation", "SlurmdSpoolDir", "SlurmctldPidFile", "SlurmdPidFile", "SlurmctldLogFile",
+    "SlurmdLogFile", "SlurmctldDebug", "SlurmdDebug", "MailProg", "CommunicationParameters",
+    "SlurmctldParameters", "PrivateData", "TreeWidth", "ResumeTimeout", "PlugStackConfig", "SchedulerType",
+    "SelectType", "SelectTypeParameters", "ProctrackType", "TaskPlugin", "ReturnToService", "SlurmdTimeout",
+    "MessageTimeout", "KillWait", "MinJobAge", "MaxJobCount", "DefMemPerCPU", "GresTypes",
+    "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "NodeName", "PartitionName",
+    "NodeSet", "DownNodes", "FrontendName", "Include",
+    # keys of the node line, which a global line would redefine or break
+    "CPUs", "RealMemory", "Gres", "Features", "State"))
+MANAGED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "Default", "MaxTime", "State"))
+MANAGED_CGROUP_KEYS = frozenset(k.lower() for k in (
+    "CgroupPlugin", "ConstrainCores", "ConstrainRAMSpace", "ConstrainDevices", "Include"))
+# Plugins soperator places itself, in the order that keeps the jail first.
+MANAGED_PLUGINS = ("spank_chroot.so", "spank_pyxis.so")
+
+class Partition(ApiModel):
+    model_config = ConfigDict(json_schema_extra=cel(
+        ("self.name.lowerAscii() != 'default'", "name: DEFAULT is Slurm's defaults line, not a partition")))
+
+    name: SlurmName
+    nodes: Hostlist = "ALL"
+    default: bool = False
+    max_time: SlurmTime = "INFINITE"
+    state: Literal["UP", "DOWN", "DRAIN", "INACTIVE"] = "UP"
+    extra: extra_keys(MANAGED_PARTITION_KEYS, "partition") = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _not_defaults_line(cls, name: str) -> str:
+        if name.lower() == "default":
+            raise ValueError("DEFAULT is Slurm's defaults line, not a partition")
+        return name
+
+
+
+class SlurmConfig(ApiModel):
+    """Typed common slurm.conf keys; `extra` holds any other key verbatim."""
+
+    scheduler_type: Literal["sched/backfill", "sched/builtin"] = "sched/backfill"
+    select_type: Literal["select/cons_tres", "select/cons_res", "select/linear"] = "select/cons_tres"
+    select_type_parameters: Annotated[str, Field(max_length=256, pattern=r"^[A-Za-z_]+(,[A-Za-z_]+)*$")] = \
+        "CR_Core_Memory"
+    proctrack_type: Literal["proctrack/cgroup", "proctrack/linuxproc", "proctrack/pgid"] = "proctrack/cgroup"
+    task_plugin: Annotated[str, Field(max_length=256, pattern=r"^task/[a-z_]+(,task/[a-z_]+)*$")] = \
+        "task/cgroup,task/affinity"
+    return_to_service: int = Field(default=2, ge=0, le=2)
+    slurmd_timeout: int = Field(default=300, ge=1)
+    message_timeout: int = Field(default=60, ge=1, le=3600)
+    kill_wait: int = Field(default=30, ge=0)
+    min_job_age: int = Field(default=300, ge=0)
+    max_job_count: int = Field(default=10000, ge=1)
+    def_mem_per_cpu_mib: Optional[int] = Field(default=None, ge=1)
+    debug_level: Literal["quiet", "fatal", "error", "info", "verbose", "debug", "debug2"] = "info"
+    resume_timeout: int = Field(default=600, ge=1, description="seconds a worker pod may take to register")
+    slurmctld_parameters: list[SlurmListItem] = Field(default_factory=list, max_length=64)
+    extra: extra_keys(MANAGED_SLURM_KEYS, "slurm.conf") = Field(default_factory=dict)
+
+
+class CgroupConfig(ApiModel):
+    """cgroup.conf: soperator writes the plugin and the constraints; `extra` adds other keys."""
+
+    extra: extra_keys(MANAGED_CGROUP_KEYS, "cgroup.conf") = Field(default_factory=dict)
+
+
+class PlugStack(ApiModel):
+    pyxis: bool = False
+    custom: list[PlugStackLine] = Field(
+        default_factory=list, max_length=32,
+        description="more plugstack.conf lines ('required|optional /path/plugin.so args'), after soperator's",
+        json_schema_extra=cel((f"self.all(l, {' && '.join(f'!l.contains({p!r})' for p in MANAGED_PLUGINS)})",
+                               "custom lines may not load a plugin soperator places itself")))
+
+    @field_validator("custom")
+    @classmethod
+    def _not_ours(cls, custom: list[str]) -> list[str]:
+        for index, line in enumerate(custom):
+            if any(p in line for p in MANAGED_PLUGINS):
+                raise ValueError(f"[{index}] loads a plugin soperator places itself (the jail comes first)")
+        return custom
+
+
+NodeStateName = Literal["IDLE", "ALLOC", "MIXED", "ANY", "CYCLE", "START_ONLY"]
+
+
+class HealthCheck(ApiModel):
+    """Slurm's HealthCheckProgram, run by every slurmd. A program needs an interval, and the reverse."""
+
+    model_config = ConfigDict(json_schema_extra=cel(
+        ("has(self.program) == (has(self.interval) && self.interval > 0)",
+         "program and a positive interval go together")))
+
+    program: Optional[ProgramPath] = None
+    interval: int = Field(default=0, ge=0, description="seconds; 0 with no program: no health check")
+    node_states: list[NodeStateName] = Field(default_factory=lambda: ["ANY"], min_length=1, max_length=6)
+
+    @field_validator("interval")
+    @classmethod
+    def _goes_with_program(cls, interval: int, info: ValidationInfo) -> int:
+        program = info.data.get("program")
+        if interval > 0 and not program:
+            raise ValueError("interval > 0 needs a program")
+        if program and interval == 0:
+            raise ValueError("the program needs interval > 0 (0 would silently disable it)")
+        return interval
