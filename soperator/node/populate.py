@@ -1,7 +1,10 @@
 """populate-jail: copy a root filesystem into the (shared) jail volume, once, without losing user data.
 
-- A fill writes the sentinel `.soperator/populated` LAST, so a fill that was killed midway is
-  detected (no sentinel) and simply run again: copying is idempotent.
+- A fill writes `.soperator/filling` first and the sentinel `.soperator/populated` LAST, so a fill
+  that was killed midway is detected (no sentinel) and simply run again: copying is idempotent.
+- A volume that holds files but neither marker is not ours: it is refused unless overwrite is on.
+- The volume is writable by the jail's users while this runs as root: no write ever follows a
+  symlink in the target (see copy_tree).
 - Once populated, a re-run with overwrite off changes nothing.
 - overwrite on replaces the system files from the image but never touches user data (USER_DATA and
   whatever `SOPERATOR_POPULATE_KEEP` lists); files the image does not have are never deleted.
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import stat
 import sys
@@ -19,6 +23,7 @@ import time
 
 SENTINEL_DIR = ".soperator"
 SENTINEL = f"{SENTINEL_DIR}/populated"
+FILLING = f"{SENTINEL_DIR}/filling"
 # Once a jail exists these belong to its users; account files hold the users they added.
 USER_DATA = ("home", "root", "tmp", "var/tmp", "opt/user", "etc/passwd", "etc/group", "etc/shadow",
              "etc/gshadow")
@@ -28,93 +33,167 @@ def _is_user_data(rel: str, keep: tuple[str, ...]) -> bool:
     return any(rel == k or rel.startswith(k + "/") for k in keep)
 
 
-def _copy_entry(src: str, dst: str, st: os.stat_result) -> None:
-    if stat.S_ISLNK(st.st_mode):
-        if os.path.lexists(dst):
-            if os.path.islink(dst) and os.readlink(dst) == os.readlink(src):
-                return
-            _remove(dst)
-        os.symlink(os.readlink(src), dst)
-        os.lchown(dst, st.st_uid, st.st_gid)
-        return
-    if stat.S_ISDIR(st.st_mode):
-        if os.path.lexists(dst) and not os.path.isdir(dst) or os.path.islink(dst):
-            _remove(dst)
-        os.makedirs(dst, exist_ok=True)
-    elif stat.S_ISREG(st.st_mode):
-        if os.path.lexists(dst) and (os.path.isdir(dst) and not os.path.islink(dst)):
-            _remove(dst)
-        tmp = f"{dst}.soperator-tmp"
-        shutil.copyfile(src, tmp, follow_symlinks=False)
-        os.replace(tmp, dst)
-    else:
-        # Device nodes, fifos and sockets have no place in a shared jail image: /dev is bound at run time.
-        return
-    os.lchown(dst, st.st_uid, st.st_gid)
-    os.chmod(dst, stat.S_IMODE(st.st_mode))
+# Opening a directory this way fails (ELOOP/ENOTDIR) if a user swapped it for a symlink meanwhile.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
-
-
-def _same_file(dst: str, st: os.stat_result) -> bool:
+def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
     try:
-        dst_st = os.lstat(dst)
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
-        return False
-    return (stat.S_IFMT(dst_st.st_mode) == stat.S_IFMT(st.st_mode) and dst_st.st_size == st.st_size
-            and dst_st.st_mtime_ns == st.st_mtime_ns)
+        return None
+
+
+def _remove_at(dir_fd: int, name: str, st: os.stat_result) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(name, dir_fd=dir_fd)  # rmtree's fd-based walk does not follow links either
+    else:
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def _same_file(dst: os.stat_result | None, st: os.stat_result) -> bool:
+    return (dst is not None and stat.S_IFMT(dst.st_mode) == stat.S_IFMT(st.st_mode)
+            and dst.st_size == st.st_size and dst.st_mtime_ns == st.st_mtime_ns)
+
+
+def _write_file(src: str, dir_fd: int, name: str, st: os.stat_result, existing: os.stat_result | None) -> None:
+    """Write into a fresh temporary name (O_EXCL|O_NOFOLLOW: a planted file or link there fails the
+    open instead of being written through), set owner, mode and times on the fd, then rename it over."""
+    tmp = f".{name}.soperator-{os.getpid()}-{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    try:
+        with open(src, "rb") as source, os.fdopen(fd, "wb", closefd=False) as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+        os.fchown(fd, st.st_uid, st.st_gid)
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+    except BaseException:
+        os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    finally:
+        os.close(fd)
+    if existing is not None and stat.S_ISDIR(existing.st_mode):
+        _remove_at(dir_fd, name, existing)
+    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _write_link(src: str, dir_fd: int, name: str, st: os.stat_result, existing: os.stat_result | None) -> None:
+    link = os.readlink(src)
+    if existing is not None:
+        if stat.S_ISLNK(existing.st_mode) and os.readlink(name, dir_fd=dir_fd) == link:
+            return
+        _remove_at(dir_fd, name, existing)
+    os.symlink(link, name, dir_fd=dir_fd)
+    os.chown(name, st.st_uid, st.st_gid, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _open_dir(dir_fd: int, name: str, st: os.stat_result, existing: os.stat_result | None) -> int:
+    if existing is not None and not stat.S_ISDIR(existing.st_mode):
+        _remove_at(dir_fd, name, existing)  # a file or a symlink where the image has a directory
+        existing = None
+    if existing is None:
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+    child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    os.fchown(child, st.st_uid, st.st_gid)
+    os.fchmod(child, stat.S_IMODE(st.st_mode))
+    return child
+
+
+def _copy_dir(source: str, rel_dir: str, dir_fd: int, keep: tuple[str, ...], overwrite_existing: bool,
+              counts: dict) -> None:
+    with os.scandir(os.path.join(source, rel_dir)) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        rel = os.path.join(rel_dir, entry.name)
+        st = entry.stat(follow_symlinks=False)
+        existing = _lstat_at(dir_fd, entry.name)
+        if existing is not None and _is_user_data(rel, keep):
+            counts["kept"] += 1
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            child = _open_dir(dir_fd, entry.name, st, existing)
+            try:
+                _copy_dir(source, rel, child, keep, overwrite_existing, counts)
+            finally:
+                os.close(child)
+            continue
+        if existing is not None and (not overwrite_existing or _same_file(existing, st)):
+            counts["skipped"] += 1
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            _write_link(entry.path, dir_fd, entry.name, st, existing)
+        elif stat.S_ISREG(st.st_mode):
+            _write_file(entry.path, dir_fd, entry.name, st, existing)
+        else:
+            # Device nodes, fifos and sockets have no place in a shared jail image: /dev is bound at run time.
+            continue
+        counts["copied"] += 1
 
 
 def copy_tree(source: str, target: str, keep: tuple[str, ...], overwrite_existing: bool) -> dict:
-    """Copy source into target. User-data paths that already exist are never touched."""
+    """Copy source into target. User-data paths that already exist are never touched.
+
+    The jail is writable by its users while this runs as root, so every write goes through a
+    directory fd opened with O_NOFOLLOW, relative to it (dir_fd): no path in the target is ever
+    resolved through a symlink, wherever one is planted."""
     counts = {"copied": 0, "kept": 0, "skipped": 0}
-    for dirpath, dirnames, filenames in os.walk(source):
-        rel_dir = os.path.relpath(dirpath, source)
-        rel_dir = "" if rel_dir == "." else rel_dir
-        for name in sorted(dirnames) + sorted(filenames):
-            rel = os.path.join(rel_dir, name)
-            src, dst = os.path.join(source, rel), os.path.join(target, rel)
-            st = os.lstat(src)
-            if _is_user_data(rel, keep) and os.path.lexists(dst):
-                counts["kept"] += 1
-                if name in dirnames:
-                    dirnames.remove(name)
-                continue
-            if stat.S_ISDIR(st.st_mode) and not stat.S_ISLNK(st.st_mode):
-                _copy_entry(src, dst, st)
-                continue
-            if os.path.lexists(dst) and (not overwrite_existing or _same_file(dst, st)):
-                counts["skipped"] += 1
-                continue
-            _copy_entry(src, dst, st)
-            if stat.S_ISREG(st.st_mode):
-                os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
-            counts["copied"] += 1
+    root_fd = os.open(target, _DIR_FLAGS)
+    try:
+        _copy_dir(source, "", root_fd, keep, overwrite_existing, counts)
+    finally:
+        os.close(root_fd)
     return counts
+
+
+def _write_marker(root_fd: int, name: str, body: dict) -> None:
+    """Write `.soperator/<name>` atomically, never through a link a user planted."""
+    existing = _lstat_at(root_fd, SENTINEL_DIR)
+    if existing is not None and not stat.S_ISDIR(existing.st_mode):
+        _remove_at(root_fd, SENTINEL_DIR, existing)  # ours by name: a link or file planted there goes
+        existing = None
+    if existing is None:
+        os.mkdir(SENTINEL_DIR, 0o755, dir_fd=root_fd)
+    marker_dir = os.open(SENTINEL_DIR, _DIR_FLAGS, dir_fd=root_fd)
+    try:
+        tmp = f"{name}.{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=marker_dir)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(body, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, name, src_dir_fd=marker_dir, dst_dir_fd=marker_dir)
+    finally:
+        os.close(marker_dir)
+
+
+def _foreign_entries(target: str) -> list[str]:
+    """What a volume holds besides our markers and a filesystem's lost+found."""
+    return sorted(set(os.listdir(target)) - {SENTINEL_DIR, "lost+found"})
 
 
 def populate(source: str, target: str, overwrite: bool, keep: tuple[str, ...] = USER_DATA) -> dict:
     sentinel = os.path.join(target, SENTINEL)
-    if os.path.exists(sentinel) and not overwrite:
+    if os.path.lexists(sentinel) and not overwrite:
         return {"action": "skipped", "reason": f"{SENTINEL} present and overwrite is off"}
+    foreign = _foreign_entries(target)
+    if (foreign and not overwrite and not os.path.lexists(sentinel)
+            and not os.path.lexists(os.path.join(target, FILLING))):
+        return {"action": "refused", "reason": f"the jail volume holds files that soperator did not write "
+                f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}) and no {SENTINEL}: refusing to "
+                "write over them; set populateJail.overwrite to fill it anyway (user data is still kept)"}
     started = time.monotonic()
-    # An interrupted first fill left no sentinel: files already there are from our own image, so
-    # replacing them is safe; after a finished fill only overwrite=true replaces system files.
-    counts = copy_tree(source, target, keep, overwrite_existing=True)
-    os.chown(target, 0, 0)
-    os.chmod(target, 0o755)
-    os.makedirs(os.path.join(target, SENTINEL_DIR), mode=0o755, exist_ok=True)
-    tmp = sentinel + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump({"finished": time.time(), "source": source, "overwrite": overwrite}, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, sentinel)
+    root_fd = os.open(target, _DIR_FLAGS)
+    try:
+        # The marker that a fill of ours began: a fill killed midway is then completed by the next
+        # run, replacing the files it wrote (they are from our own image).
+        _write_marker(root_fd, os.path.basename(FILLING), {"started": time.time(), "source": source})
+        counts = copy_tree(source, target, keep, overwrite_existing=True)
+        os.fchown(root_fd, 0, 0)
+        os.fchmod(root_fd, 0o755)
+        _write_marker(root_fd, os.path.basename(SENTINEL),
+                      {"finished": time.time(), "source": source, "overwrite": overwrite})
+    finally:
+        os.close(root_fd)
     return {"action": "populated", "seconds": round(time.monotonic() - started, 3), **counts}
 
 
@@ -132,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     extra = tuple(p.strip("/") for p in os.environ.get("SOPERATOR_POPULATE_KEEP", "").split(":") if p.strip("/"))
     result = populate(args.source, args.target, args.overwrite, USER_DATA + extra)
     print(json.dumps({"populate-jail": result}), flush=True)
+    if result["action"] == "refused":
+        print(f"populate-jail: {result['reason']}", file=sys.stderr)
+        return 3
     return 0
 
 

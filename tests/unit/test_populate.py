@@ -110,3 +110,60 @@ def test_missing_volume_is_a_clear_error(rootfs, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "soperator.node.populate", "--source", str(rootfs), "--target",
                            str(tmp_path / "absent")], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "jail volume" in proc.stderr and "absent" in proc.stderr
+
+
+@pytest.fixture
+def host(tmp_path):
+    """Files outside the jail that a planted symlink points at: they must never change."""
+    path = tmp_path / "host"
+    path.mkdir()
+    (path / "shadow").write_text("host secret\n")
+    os.chmod(path / "shadow", 0o600)
+    return path
+
+
+def _host_state(host):
+    return sorted((p.name, p.read_bytes(), p.stat().st_mode, p.stat().st_uid) for p in host.iterdir())
+
+
+def test_links_planted_in_the_jail_are_never_written_through(rootfs, jail, host):
+    populate(str(rootfs), str(jail), overwrite=False)
+    before = _host_state(host)
+    # What a root user in the jail can plant on the shared volume before the next overwrite run:
+    (jail / "usr" / "bin" / "tool").unlink()
+    (jail / "usr" / "bin" / "tool").symlink_to(host / "shadow")           # a file replaced by a link
+    os.rename(jail / "usr" / "lib", jail / "usr" / "lib-moved")
+    (jail / "usr" / "lib").symlink_to(host)                                # a directory replaced by a link
+    (jail / "etc" / "os-release.soperator-tmp").symlink_to(host / "shadow")  # the old temporary name
+    (rootfs / "etc" / "os-release").write_text("ID=jail\nVERSION_ID=2\n")  # a newer image: rewritten
+    result = populate(str(rootfs), str(jail), overwrite=True)
+    assert result["action"] == "populated"
+    assert _host_state(host) == before
+    assert not (jail / "usr" / "bin" / "tool").is_symlink()
+    assert (jail / "usr" / "bin" / "tool").read_text() == "#!/bin/sh\necho v1\n"
+    assert not (jail / "usr" / "lib").is_symlink() and (jail / "usr" / "lib" / "lib0.so").is_file()
+    assert not (host / "lib0.so").exists()
+    assert (jail / "etc" / "os-release").read_text() == "ID=jail\nVERSION_ID=2\n"
+
+
+def test_a_planted_marker_directory_link_is_replaced_not_followed(rootfs, jail, host):
+    (jail / ".soperator").symlink_to(host)
+    result = populate(str(rootfs), str(jail), overwrite=True)
+    assert result["action"] == "populated"
+    assert sorted(p.name for p in host.iterdir()) == ["shadow"]
+    assert (jail / ".soperator").is_dir() and not (jail / ".soperator").is_symlink()
+    assert (jail / SENTINEL).is_file()
+
+
+def test_a_volume_with_foreign_files_is_refused_unless_overwrite(rootfs, jail):
+    (jail / "data").mkdir()
+    (jail / "data" / "results.csv").write_text("precious\n")
+    (jail / "lost+found").mkdir()
+    refused = populate(str(rootfs), str(jail), overwrite=False)
+    assert refused["action"] == "refused" and "data" in refused["reason"]
+    assert sorted(os.listdir(jail)) == ["data", "lost+found"]
+    proc = subprocess.run([sys.executable, "-m", "soperator.node.populate", "--source", str(rootfs),
+                           "--target", str(jail)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 3 and "populateJail.overwrite" in proc.stderr
+    assert populate(str(rootfs), str(jail), overwrite=True)["action"] == "populated"
+    assert (jail / "data" / "results.csv").read_text() == "precious\n"
