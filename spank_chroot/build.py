@@ -29,6 +29,8 @@ int soperator_decide(int remote, uint32_t step_id, int argc, const char *const *
                      size_t errlen);
 int soperator_check_jail(const char *jail, char *err, size_t errlen);
 int soperator_enter_jail(const char *jail, char *err, size_t errlen);
+int soperator_allows_userns(int argc, const char *const *argv);
+int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
 """
 
 

@@ -12,8 +12,11 @@ enum soperator_action {
     SOPERATOR_REFUSE = 2, /* misconfigured: fail the step */
 };
 
-/* Decide from the SPANK context (remote or not), the step id and the plugin arguments.
- * On REFUSE, err holds the reason. */
+/* The plugstack.conf option (after the jail path) that lets job steps create user namespaces. */
+#define SOPERATOR_OPT_ALLOW_USERNS "allow_userns"
+
+/* Decide from the SPANK context (remote or not), the step id and the plugin arguments (the jail
+ * path, then options). On REFUSE, err holds the reason. */
 int soperator_decide(int remote, uint32_t step_id, int argc, const char *const *argv, char *err,
                      size_t errlen);
 
@@ -27,5 +30,13 @@ int soperator_check_jail(const char *jail, char *err, size_t errlen);
  * process may be left in a private mount namespace, but its root is never the jail half-made:
  * callers must fail the step, never carry on. */
 int soperator_enter_jail(const char *jail, char *err, size_t errlen);
+
+/* Whether the plugin arguments carry SOPERATOR_OPT_ALLOW_USERNS. */
+int soperator_allows_userns(int argc, const char *const *argv);
+
+/* For a task about to exec the user's program: shrink the capability bounding set to a small
+ * allowlist (no CAP_SYS_ADMIN, even for root), set no_new_privs and, unless allow_userns, a seccomp
+ * filter that refuses creating user namespaces. Returns 0, or -1 with the reason in err. */
+int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
 
 #endif

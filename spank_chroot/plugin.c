@@ -19,6 +19,7 @@ SPANK_PLUGIN(soperator_chroot, 1);
 
 /* Set by init_post_opt in the stepd; forked tasks inherit it. */
 static enum { UNDECIDED, ALLOWED, REFUSED } step_state = UNDECIDED;
+static int entered_jail = 0, allow_userns = 0;
 static char refusal[512] = "the plugin did not run for this step";
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
@@ -38,7 +39,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
             step_state = REFUSED;
             break;
         default:
-            step_state = soperator_enter_jail(av[0], refusal, sizeof(refusal)) == 0 ? ALLOWED : REFUSED;
+            entered_jail = soperator_enter_jail(av[0], refusal, sizeof(refusal)) == 0;
+            step_state = entered_jail ? ALLOWED : REFUSED;
+            allow_userns = soperator_allows_userns(ac, (const char *const *)av);
         }
     }
     if (step_state == REFUSED) {
@@ -54,7 +57,13 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     (void)sp;
     (void)ac;
     (void)av;
-    if (spank_context() != S_CTX_REMOTE || step_state == ALLOWED)
+    if (spank_context() != S_CTX_REMOTE)
+        return ESPANK_SUCCESS;
+    /* A user's program in the jail gains no privilege by exec and creates no user namespace. */
+    if (step_state == ALLOWED && entered_jail &&
+        soperator_restrict_task(allow_userns, refusal, sizeof(refusal)) != 0)
+        step_state = REFUSED;
+    if (step_state == ALLOWED)
         return ESPANK_SUCCESS;
     slurm_error("soperator_chroot: task refused: %s", refusal);
     fprintf(stderr, "soperator: this job step was refused, nothing ran: the jail could not be entered (%s)\n",

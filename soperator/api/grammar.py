@@ -64,6 +64,10 @@ PLUGSTACK_PATTERN = rf"^(required|optional) /[{_TOKEN_CHARS}]*( [{_TOKEN_CHARS}]
 PlugStackLine = Annotated[str, Field(min_length=1, max_length=1024, pattern=PLUGSTACK_PATTERN)]
 
 
+# Keys whose value is a secret (AccountingStoragePass, JobCompPass, …) never go into a ConfigMap.
+SECRET_KEY_PATTERN = "pass|secret|token|credential|privatekey"
+
+
 def extra_keys(managed: frozenset[str], what: str):
     """A map of more `Key=Value` pairs for one file, refusing the keys in `managed` in any letter case
     (as Slurm's parser compares them), in the models and, as CEL, in the CRD."""
@@ -71,11 +75,15 @@ def extra_keys(managed: frozenset[str], what: str):
         for key in extra:
             if key.lower() in managed:
                 raise ValueError(f"{key} is managed by soperator (or would break the jail) and cannot be set here")
+            if re.search(SECRET_KEY_PATTERN, key.lower()):
+                raise ValueError(f"{key} looks like a secret: config files are world-readable ConfigMaps")
         return extra
 
     names = ", ".join(f"'{k}'" for k in sorted(managed))
     rule = cel((f"self.all(k, !(k.lowerAscii() in [{names}]))",
-                f"{what} may not set a key soperator manages or one that would break the jail"))
+                f"{what} may not set a key soperator manages or one that would break the jail"),
+               (f"self.all(k, !k.lowerAscii().matches('{SECRET_KEY_PATTERN}'))",
+                f"{what} may not hold a secret (a password, token or key): it is a world-readable ConfigMap"))
     return Annotated[dict[SlurmKey, SlurmToken], Field(
         max_length=128, json_schema_extra=rule,
         description=f"more {what} keys, verbatim; keys soperator manages are refused"), AfterValidator(own_keys)]

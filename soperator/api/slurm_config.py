@@ -85,6 +85,9 @@ class CgroupConfig(ApiModel):
 
 class PlugStack(ApiModel):
     pyxis: bool = False
+    allow_user_namespaces: bool = Field(
+        default=False, description="let job steps create user namespaces (rootless containers need them); "
+                                   "off: the chroot plugin's seccomp filter refuses them")
     custom: list[PlugStackLine] = Field(
         default_factory=list, max_length=32,
         description="more plugstack.conf lines ('required|optional /path/plugin.so args'), after soperator's",

@@ -84,7 +84,10 @@ class LoginService(ApiModel):
 class LoginSpec(ComponentBase):
     replicas: int = Field(default=1, ge=0, le=64)
     service: LoginService = Field(default_factory=LoginService)
-    root_ssh_public_keys: list[SshPublicKey] = Field(default_factory=list, max_length=256)
+    root_ssh_public_keys: list[SshPublicKey] = Field(
+        default_factory=list, max_length=256,
+        description="the only keys root may log in with; none (the default): root cannot log in by ssh")
+    allow_forwarding: bool = Field(default=False, description="allow ssh TCP and agent forwarding")
 
 
 class JailVolume(ApiModel):

@@ -27,7 +27,7 @@ COMMON = (
     Bind("/etc/slurm", read_only=True),
     Bind("/run/munge"),
     Bind("/dev", recursive=True),
-    Bind("/sys", recursive=True),
+    Bind("/sys", recursive=True, read_only=True),
     Bind("/tmp"),
     Bind("/opt/soperator/lib", read_only=True),
 )
@@ -72,6 +72,18 @@ def bind(source: str, target: str, *, is_dir: bool = True, recursive: bool = Fal
     if read_only:
         _mount("-o", "remount,bind,ro", target)
     return True
+
+
+def harden_jail(jail: str) -> list[str]:
+    """Remount the jail and the volumes mounted inside it `nosuid,nodev`, before the node's own binds
+    (/dev among them) go in: a setuid-root binary or a device node on the shared volume then gives a
+    login session nothing. Returns what was remounted."""
+    done = []
+    for point in sorted(mount_points()):
+        if point == jail or point.startswith(jail + "/"):
+            _mount("-o", "remount,bind,nosuid,nodev", point)
+            done.append(point)
+    return done
 
 
 def bind_into_jail(jail: str, binds: tuple[Bind, ...]) -> list[str]:

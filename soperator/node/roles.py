@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
 
-from .mounts import LOGIN, WORKER, bind_into_jail, use_jail_accounts
+from .mounts import LOGIN, WORKER, bind_into_jail, harden_jail, use_jail_accounts
 from .supervise import Supervisor, log, wait_for_path
 
 # Kept in step with soperator/render/paths.py (this package cannot import the operator).
@@ -27,9 +28,18 @@ def install_munge_key() -> None:
     if not os.path.exists(MUNGE_SECRET):
         raise NodeError(f"munge key Secret not mounted at {MUNGE_SECRET}")
     os.makedirs(os.path.dirname(MUNGE_KEY), exist_ok=True)
-    shutil.copyfile(MUNGE_SECRET, MUNGE_KEY)
-    os.chmod(MUNGE_KEY, 0o400)
-    shutil.chown(MUNGE_KEY, "munge", "munge")
+    with open(MUNGE_SECRET, "rb") as fh:
+        key = fh.read()
+    if os.path.lexists(MUNGE_KEY):
+        os.unlink(MUNGE_KEY)
+    # Created with its final mode and owner before the first byte: never readable by anyone else.
+    munge = pwd.getpwnam("munge")
+    fd = os.open(MUNGE_KEY, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+    try:
+        os.fchown(fd, munge.pw_uid, munge.pw_gid)
+        os.write(fd, key)
+    finally:
+        os.close(fd)
     for d in ("/run/munge", "/var/lib/munge", "/var/log/munge"):
         os.makedirs(d, exist_ok=True)
         shutil.chown(d, "munge", "munge")
@@ -58,8 +68,16 @@ def controller(sup: Supervisor) -> None:
     sup.start("slurmctld", ["slurmctld", "-D", "-f", "/etc/slurm/slurm.conf"])
 
 
+def sticky_shm() -> None:
+    """A kubelet makes the Memory emptyDir at /dev/shm 0777: without the sticky bit any user could
+    delete or replace another user's MPI/NCCL segments."""
+    if os.path.isdir("/dev/shm"):
+        os.chmod("/dev/shm", 0o1777)
+
+
 def worker(sup: Supervisor) -> None:
     require_jail()
+    sticky_shm()
     os.makedirs("/var/spool/slurmd", exist_ok=True)
     os.makedirs(os.path.dirname(SLURMD_LOG), exist_ok=True)
     # Job users are the jail's users: slurmstepd resolves them before it enters the jail.
@@ -74,8 +92,10 @@ def worker(sup: Supervisor) -> None:
 
 def login(sup: Supervisor) -> None:
     require_jail()
+    sticky_shm()
     log(f"accounts from the jail: {', '.join(use_jail_accounts(JAIL))}")
     start_munged(sup)
+    log(f"nosuid,nodev: {', '.join(harden_jail(JAIL))}")
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     sup.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", SSHD_CONFIG])

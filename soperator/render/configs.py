@@ -43,7 +43,7 @@ def _context(cluster: SlurmCluster) -> dict:
         "name": cluster.name, "namespace": cluster.namespace, "version": __version__,
         "paths": PATHS, "cfg": cluster.spec.slurm_config, "workers": workers,
         "partitions": cluster.spec.partitions, "health": cluster.spec.health_check,
-        "plug_stack": cluster.spec.plug_stack, "cgroup": cluster.spec.cgroup_config,
+        "plug_stack": cluster.spec.plug_stack, "cgroup": cluster.spec.cgroup_config, "login": cluster.spec.login,
         "controller_host": controller_host(cluster), "worker_hostlist": worker_hostlist(cluster),
         "node_gres": node_gres, "gres_types": gres_types,
         "gpu_range": hostlist("", workers.gpus) if workers.gpus > 1 else "0",

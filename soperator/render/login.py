@@ -5,8 +5,8 @@ from soperator.api.cluster import SlurmCluster
 from soperator.render.common import (Obj, config_map_volume, content_hash, metadata, object_name, resources,
                                      secret_volume, selector_labels, tcp_probe)
 from soperator.render.configs import slurm_config_hash, sshd_config_hash, sshd_config_name
-from soperator.render.nodes import (LOGIN, headless_service, jail_mounts, jail_volumes, node_pod, slurm_mounts,
-                                    slurm_volumes, stateful_set)
+from soperator.render.nodes import (LOGIN, LOGIN_CAPABILITIES, headless_service, jail_mounts, jail_volumes,
+                                    node_pod, node_security_context, slurm_mounts, slurm_volumes, stateful_set)
 from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
 from soperator.render.secrets import ssh_host_keys_secret_name
 
@@ -22,8 +22,7 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
         "env": [{"name": "SOPERATOR_COMPONENT", "value": LOGIN},
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],
         "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
-        # The entrypoint bind-mounts host-side paths (munge socket, slurm configs) into the jail.
-        "securityContext": {"privileged": True},
+        "securityContext": node_security_context(LOGIN_CAPABILITIES),
         "volumeMounts": slurm_mounts() + jail_mounts(cluster) + [
             {"name": "sshd-config", "mountPath": PATHS.sshd_config_dir, "readOnly": True},
             {"name": "ssh-host-keys", "mountPath": PATHS.ssh_host_keys, "readOnly": True},

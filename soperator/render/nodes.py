@@ -77,6 +77,24 @@ def headless_service(cluster: SlurmCluster, component: str, ports: list[Obj]) ->
     }
 
 
+# What the node daemons and the jail need: mounts, unshare and pivot_root (SYS_ADMIN), dropping to
+# the job's or session's user (SETUID, SETGID), root reading and chowning users' files
+# (DAC_OVERRIDE, FOWNER, CHOWN), signalling job steps (KILL), shrinking a job task's capability
+# bounding set (SETPCAP); sshd also chroots (SYS_CHROOT) and binds port 22. bench/capabilities.py
+# measures it: the e2e path fails without any one of them.
+NODE_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETPCAP", "SETUID", "SYS_ADMIN")
+LOGIN_CAPABILITIES = NODE_CAPABILITIES + ("NET_BIND_SERVICE", "SYS_CHROOT")
+
+
+def node_security_context(capabilities: tuple[str, ...]) -> Obj:
+    """Not privileged: the container sees only its own devices (and those the device plugin gives
+    it), a read-only /sys, and the runtime's default seccomp filter, which allows mount, unshare and
+    pivot_root only to a process holding CAP_SYS_ADMIN. AppArmor's default profile forbids mount
+    whatever the capabilities, so it is off for these containers."""
+    return {"privileged": False, "capabilities": {"drop": ["ALL"], "add": sorted(capabilities)},
+            "seccompProfile": {"type": "RuntimeDefault"}, "appArmorProfile": {"type": "Unconfined"}}
+
+
 def node_pod(cluster: SlurmCluster, component: ComponentBase, container: Obj, volumes: list[Obj],
              grace_seconds: int) -> Obj:
     """The pod spec every Slurm node shares around its one container."""

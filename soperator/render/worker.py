@@ -4,8 +4,8 @@ from __future__ import annotations
 from soperator.api.cluster import SlurmCluster
 from soperator.render.common import Obj, resources, tcp_probe
 from soperator.render.configs import slurm_config_hash
-from soperator.render.nodes import (WORKER, headless_service, jail_mounts, jail_volumes, node_pod, slurm_mounts,
-                                    slurm_volumes, stateful_set)
+from soperator.render.nodes import (NODE_CAPABILITIES, WORKER, headless_service, jail_mounts, jail_volumes,
+                                    node_pod, node_security_context, slurm_mounts, slurm_volumes, stateful_set)
 from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
 
 SLURMD_PORT = 6818
@@ -23,8 +23,7 @@ def worker_stateful_set(cluster: SlurmCluster) -> Obj:
         "env": [{"name": "SOPERATOR_COMPONENT", "value": WORKER},
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],
         "ports": [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}],
-        # Each job step enters the jail with unshare + pivot_root, which need CAP_SYS_ADMIN.
-        "securityContext": {"privileged": True},
+        "securityContext": node_security_context(NODE_CAPABILITIES),
         "volumeMounts": slurm_mounts() + jail_mounts(cluster) + [
             {"name": "spool", "mountPath": PATHS.worker_spool},
             {"name": "shm", "mountPath": "/dev/shm"},

@@ -3,8 +3,10 @@ populate-jail fills the jail, controller + two workers + one login node start fr
 specs, and a user sshes in (paramiko), writes a file and runs a two-node batch job that sees it."""
 from __future__ import annotations
 
+import copy
 import json
 import os
+import shutil
 import time
 import uuid
 
@@ -70,7 +72,14 @@ class Cluster:
         self.containers: list[str] = []
 
     def pod(self, kind: str, name: str) -> dict:
-        return self.objects[(kind, name)]["spec"]["template"]["spec"]
+        pod = self.objects[(kind, name)]["spec"]["template"]["spec"]
+        # bench/capabilities.py measures what each capability is for by taking one away.
+        drop = os.environ.get("SOPERATOR_E2E_DROP_CAPABILITY")
+        if drop:
+            pod = copy.deepcopy(pod)
+            caps = pod["containers"][0].get("securityContext", {}).get("capabilities", {})
+            caps["add"] = [c for c in caps.get("add", []) if c != drop]
+        return pod
 
     def start(self, name: str, pod: dict, extra=()) -> None:
         self.containers.append(name)
@@ -142,6 +151,10 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
     if user_key is None:
         user_key = paramiko.RSAKey.generate(2048)
     _add_user(cluster.jail, "alice", 1000, f"{user_key.get_name()} {user_key.get_base64()}")
+    # A setuid-root binary on the shared volume, as a jail root could plant one: it must not make
+    # alice root, in a login session or in a job step.
+    shutil.copy(cluster.jail / "usr" / "bin" / "id", cluster.jail / "opt" / "suid-id")
+    os.chmod(cluster.jail / "opt" / "suid-id", 0o4755)
 
     cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
     for i in range(2):
@@ -158,9 +171,14 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
     with client:
         code, out, err = _run(client, "echo written-on-login > ~/note.txt && cat /etc/soperator-jail-release")
         assert code == 0 and out.startswith("soperator jail"), err
+        assert _run(client, "/opt/suid-id -u")[1].strip() == "1000"
         script = ("#!/bin/bash\n#SBATCH -N 2\n#SBATCH -o /home/alice/job-%j.out\n"
                   "srun bash -c 'echo $(hostname) $(cat /etc/soperator-jail-release | cut -d\" \" -f2) "
-                  "$(cat ~/note.txt); echo from-$(hostname) > ~/from-$(hostname)'\n")
+                  "$(cat ~/note.txt); echo from-$(hostname) > ~/from-$(hostname)'\n"
+                  "srun -N1 stat -c 'shm-mode %a' /dev/shm\n"
+                  "srun -N1 sh -c 'echo suid-id-gives-$(/opt/suid-id -u)'\n"
+                  "srun -N1 sh -c 'touch /sys/kernel/x 2>/dev/null && echo sys-writable || echo sys-read-only; "
+                  "ls /dev | grep -cE \"^(sd|vd|nvme|xvd|loop|dm-)\" | sed s/^/block-devices-/'\n")
         code, out, err = _run(client, f"cat > job.sh <<'EOF'\n{script}EOF\nsbatch --parsable job.sh")
         assert code == 0, err
         job = out.strip()
@@ -175,9 +193,29 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
         lines = sorted(out.split("\n"))
         assert "e2e-worker-0 jail written-on-login" in lines and "e2e-worker-1 jail written-on-login" in lines
         assert "from-e2e-worker-0" in lines and "from-e2e-worker-1" in lines
+        assert "shm-mode 1777" in lines  # sticky: users cannot delete each other's segments
+        assert "suid-id-gives-1000" in lines
+        # Not privileged: no node block device in the jail's /dev, and /sys is read-only.
+        assert "sys-read-only" in lines and "block-devices-0" in lines
     # The job wrote into the one shared jail, not into a worker container's own filesystem.
     assert (cluster.jail / "home" / "alice" / "from-e2e-worker-1").read_text() == "from-e2e-worker-1\n"
     assert "note.txt" not in cluster.exec("e2e-worker-0", "ls", "/home")
+
+    # Root's own job step, on an unprivileged worker: no CAP_SYS_ADMIN left (no mount), /sys read-only.
+    root_step = podman("exec", "e2e-controller-0", "srun", "-N1", "-w", "e2e-worker-0", "sh", "-c",
+                       "grep CapBnd /proc/self/status; mount -t tmpfs none /mnt 2>&1; touch /sys/kernel/x 2>&1; "
+                       "unshare --user true 2>&1; echo done", check=False).stdout
+    bounding = int(root_step.split()[1], 16)
+    assert bounding >> 21 & 1 == 0 and root_step.rstrip().endswith("done"), root_step
+    assert "permission denied" in root_step.lower() and "Read-only file system" in root_step, root_step
+
+    # The door is closed to what the spec does not open: no tunnel through a login shell, and root
+    # (whose keys the spec does not list) is refused even with a key that works for alice.
+    with _ssh(port, "alice", user_key) as client:
+        with pytest.raises(paramiko.ChannelException):
+            client.get_transport().open_channel("direct-tcpip", ("e2e-controller-0", 6817), ("127.0.0.1", 40000))
+    with pytest.raises(paramiko.AuthenticationException):
+        _ssh(port, "root", user_key)
 
     # Password logins are refused outright: the server does not even offer the method.
     transport = paramiko.Transport(("127.0.0.1", port))

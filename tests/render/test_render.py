@@ -137,3 +137,9 @@ def test_populate_job_carries_overwrite_flag():
             ("Job", "demo-populate-jail")]
         env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert env["SOPERATOR_POPULATE_OVERWRITE"] == str(flag).lower()
+
+
+def test_user_namespaces_in_job_steps_are_an_explicit_choice():
+    assert slurm_files(make_cluster())["plugstack.conf"].splitlines()[3].endswith(" /mnt/jail")
+    allowed = slurm_files(make_cluster(plugStack={"allowUserNamespaces": True}))["plugstack.conf"]
+    assert "spank_chroot.so /mnt/jail allow_userns" in allowed

@@ -26,9 +26,12 @@ def _sshd_test(files: dict[str, str], keys, tmp_path) -> subprocess.CompletedPro
                           cwd=ROOT, timeout=60)
 
 
-def test_rendered_sshd_config_passes_sshd_t(keys, tmp_path):
+@pytest.mark.parametrize("login", [{}, {"rootSshPublicKeys": ["KEY"], "allowForwarding": True}],
+                         ids=["defaults", "root-keys-and-forwarding"])
+def test_rendered_sshd_config_passes_sshd_t(keys, tmp_path, login):
     key = keys.ssh_host_keys["ed25519"].public
-    proc = _sshd_test(sshd_files(make_cluster(login={"rootSshPublicKeys": [key]})), keys, tmp_path)
+    login = {k: [key] if v == ["KEY"] else v for k, v in login.items()}
+    proc = _sshd_test(sshd_files(make_cluster(login=login)), keys, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -39,9 +42,28 @@ def test_sshd_t_rejects_a_broken_config(keys, tmp_path):
     assert proc.returncode != 0 and "ChrootDirectoryy" in proc.stdout
 
 
+def _lines(**login) -> list[str]:
+    return [ln.strip() for ln in sshd_files(make_cluster(login=login))["sshd_config"].splitlines()]
+
+
 def test_password_and_interactive_logins_are_off():
-    config = sshd_files(make_cluster())["sshd_config"]
-    lines = {ln.strip() for ln in config.splitlines()}
+    lines = _lines()
     for required in ("PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-                     "PermitRootLogin prohibit-password", "ChrootDirectory /mnt/jail"):
+                     "ChrootDirectory /mnt/jail", "MaxAuthTries 3", "LogLevel VERBOSE"):
         assert required in lines
+
+
+def test_root_cannot_log_in_unless_the_spec_names_its_keys(keys):
+    assert "PermitRootLogin no" in _lines() and "Match User root" not in _lines()
+    lines = _lines(rootSshPublicKeys=[keys.ssh_host_keys["ed25519"].public])
+    match = lines[lines.index("Match User root"):]
+    # Only the ConfigMap's file: never the jail's /root/.ssh, which any jail root could edit.
+    assert match == ["Match User root", "PermitRootLogin prohibit-password",
+                     "AuthorizedKeysFile /etc/ssh/soperator/root_authorized_keys"]
+
+
+def test_forwarding_is_off_unless_asked():
+    assert {"DisableForwarding yes", "AllowTcpForwarding no", "AllowAgentForwarding no",
+            "AllowStreamLocalForwarding no", "PermitTunnel no"} <= set(_lines())
+    assert "AllowTcpForwarding yes" in _lines(allowForwarding=True)
+    assert not [ln for ln in _lines() if ln.startswith(("Ciphers", "MACs")) and ("cbc" in ln or "sha1" in ln)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -33,6 +34,8 @@ def _argv(*args):
     (True, 0, ["/mnt/jail"], lib.SOPERATOR_ENTER),
     (True, 0, [], lib.SOPERATOR_REFUSE),
     (True, 0, ["/a", "/b"], lib.SOPERATOR_REFUSE),
+    (True, 0, ["/mnt/jail", "allow_userns"], lib.SOPERATOR_ENTER),
+    (True, 0, ["/mnt/jail", "allow_userns", "nosuid=off"], lib.SOPERATOR_REFUSE),
     (True, 0, [""], lib.SOPERATOR_REFUSE),
 ])
 def test_decide(remote, step, args, expected):
@@ -141,3 +144,63 @@ def test_missing_jail_fails_and_leaves_the_root_alone(tmp_path):
     assert code == 0
     rc, host_root, reason = data.decode().split(" ", 2)
     assert rc == "-1" and host_root == "True" and "No such file" in reason
+
+
+@pytest.mark.parametrize("args,allowed", [(["/j"], 0), (["/j", "allow_userns"], 1), (["allow_userns"], 0)])
+def test_allows_userns_only_as_an_option_after_the_path(args, allowed):
+    keep, argv = _argv(*args)
+    assert lib.soperator_allows_userns(len(args), argv) == allowed
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_the_jail_root_is_nosuid_and_nodev_in_a_step(tmp_path):
+    jail = str(make_thin_jail(tmp_path / "jail"))
+
+    def child(out):
+        _bind_usr(jail)
+        if lib.soperator_enter_jail(jail.encode(), _err(), 512) != 0:
+            return 3
+        root = [line.split() for line in open("/proc/self/mountinfo") if line.split()[4] == "/"][-1]
+        os.write(out, root[5].encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0 and {"nosuid", "nodev"} <= set(data.decode().split(",")), data
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.parametrize("allow_userns", [0, 1])
+def test_a_restricted_task_gains_no_privileges_and_no_user_namespace(allow_userns):
+    """Even root, in the restricted task, cannot create a user namespace (unless allowed); a
+    plain fork and a new thread (glibc tries clone3 first) still work."""
+    def child(out):
+        err = _err()
+        if lib.soperator_restrict_task(allow_userns, err, 512) != 0:
+            os.write(out, b"ERR " + ffi.string(err))
+            return 3
+        nnp = [ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("NoNewPrivs")][0]
+        userns = subprocess.run(["unshare", "--user", "true"], capture_output=True)
+        thread = subprocess.run([sys.executable, "-c", "import threading; t = threading.Thread(target=print); "
+                                 "t.start(); t.join()"], capture_output=True)
+        os.write(out, f"{nnp} {userns.returncode} {thread.returncode}".encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0, data
+    nnp, userns, thread = data.decode().split()
+    assert nnp == "1" and thread == "0"
+    assert (userns == "0") == bool(allow_userns)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_a_restricted_root_task_cannot_mount():
+    def child(out):
+        if lib.soperator_restrict_task(0, _err(), 512) != 0:
+            return 3
+        bounding = int([ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("CapBnd")][0], 16)
+        mounted = subprocess.run(["unshare", "--mount", "mount", "-t", "tmpfs", "none", "/mnt"], capture_output=True)
+        os.write(out, f"{bounding >> 21 & 1} {mounted.returncode}".encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0 and data.split()[0] == b"0" and data.split()[1] != b"0", data  # CAP_SYS_ADMIN is bit 21

@@ -1,6 +1,10 @@
 """Real slurmctld + slurmd + the built plugin: every step runs in the jail, or not at all."""
 from __future__ import annotations
 
+import os
+import pwd
+import shutil
+
 import pytest
 
 from soperator.render.configs import controller_host, slurm_files
@@ -72,3 +76,20 @@ def test_missing_jail_fails_the_job_and_nothing_runs_on_the_host(tmp_path, keys)
     assert srun.returncode == 126
     assert "this job step was refused, nothing ran" in srun.stderr and "holds no /bin/sh" in srun.stderr
     assert "soperator_chroot: cannot enter jail: jail /mnt/jail holds no /bin/sh" in slurmd_log
+
+
+def test_a_users_step_cannot_gain_root_or_a_user_namespace(tmp_path, keys, jail):
+    """Escapes a user tries from a job step: a setuid-root binary on the shared volume, and a user
+    namespace (the door to most kernel privilege bugs). Both fail; the step itself runs."""
+    suid = jail / "opt" / "suid-id"
+    suid.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy("/usr/bin/id", suid)
+    os.chown(suid, 0, 0)
+    os.chmod(suid, 0o4755)
+    with _sandbox(tmp_path, keys, jail) as box:
+        proc = box.run("runuser", "-u", "nobody", "--", "srun", "-w", NODE, "--chdir=/tmp", "sh", "-c",
+                       "/opt/suid-id -u; grep NoNewPrivs /proc/self/status; "
+                       "unshare --user true 2>/dev/null && echo userns-created || echo userns-refused")
+        assert proc.returncode == 0, (proc.stderr, box.log("slurmd.log"))
+    nobody = str(pwd.getpwnam("nobody").pw_uid)
+    assert proc.stdout.split() == [nobody, "NoNewPrivs:", "1", "userns-refused"]

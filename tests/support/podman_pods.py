@@ -74,6 +74,11 @@ def security_args(pod: dict, container: dict) -> list[str]:
         args += ["--read-only", "--read-only-tmpfs=false"]  # a kubelet adds no tmpfs either
     if "ALL" in ctx.get("capabilities", {}).get("drop", []):
         args.append("--cap-drop=all")
+    args += [f"--cap-add={cap}" for cap in ctx.get("capabilities", {}).get("add", [])]
+    # RuntimeDefault is podman's own default seccomp profile; Unconfined AppArmor is moot on a host
+    # without AppArmor (this one).
+    if ctx.get("seccompProfile", {}).get("type") == "Unconfined":
+        args += ["--security-opt", "seccomp=unconfined"]
     if ctx.get("allowPrivilegeEscalation") is False:
         args += ["--security-opt", "no-new-privileges"]
     return args
