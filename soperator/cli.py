@@ -55,13 +55,14 @@ def cmd_render(args: argparse.Namespace) -> int:
     if clusters is None:
         return 1
     keys = None
-    if not args.no_secrets:
+    if args.with_secrets:
         if not args.keys_dir:
-            print("error: --keys-dir DIR is required to render Secrets (or pass --no-secrets)",
-                  file=sys.stderr)
+            print("error: --with-secrets needs --keys-dir DIR (where the keys are kept)", file=sys.stderr)
             return 2
         munge, host = load_or_create(args.keys_dir)
         keys = KeyMaterial(munge_key=munge, ssh_host_keys=host)
+        print("warning: the output holds private keys (munge key, ssh host keys): keep it like them",
+              file=sys.stderr)
     objects = [obj for cluster in clusters for obj in render_all(cluster, keys)]
     sys.stdout.write(_dump(objects, args.output))
     return 0
@@ -107,8 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
     render = sub.add_parser("render", help="print every Kubernetes object a SlurmCluster implies")
     render.add_argument("-f", "--file", required=True, help="SlurmCluster YAML/JSON ('-' for stdin)")
     render.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
-    render.add_argument("--keys-dir", help="munge/ssh host keys: read from here, created on first use")
-    render.add_argument("--no-secrets", action="store_true", help="leave the key Secrets out")
+    render.add_argument("--with-secrets", action="store_true",
+                        help="also print the key Secrets (private keys!); the default leaves them out")
+    render.add_argument("--keys-dir", help="with --with-secrets: keys read from here, created on first use")
+    render.add_argument("--no-secrets", action="store_true", help="the default; kept for old scripts")
     render.set_defaults(func=cmd_render)
     validate = sub.add_parser("validate", help="check a SlurmCluster; errors name the field")
     validate.add_argument("-f", "--file", required=True)

@@ -114,7 +114,8 @@ int soperator_enter_jail(const char *jail, char *err, size_t errlen)
         return fail(err, errlen, "chdir / in jail: %s", strerror(errno));
     if (mkdir("/proc", 0555) != 0 && errno != EEXIST)
         return fail(err, errlen, "mkdir /proc in jail: %s", strerror(errno));
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+    /* hidepid=2: a user sees only their own processes, not other users' jobs and arguments. */
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") != 0)
         return fail(err, errlen, "mount /proc in jail: %s", strerror(errno));
     return 0;
 }

@@ -64,12 +64,21 @@ class WorkerSpec(ComponentBase):
 
 
 class LoginService(ApiModel):
+    """How users reach sshd. ClusterIP by default: nothing is exposed until the admin chooses a
+    NodePort, or a LoadBalancer with the source ranges it may be reached from (never world-open by
+    default; `0.0.0.0/0` written out is an explicit choice)."""
+
     model_config = ConfigDict(json_schema_extra=cel((
         "!has(self.loadBalancerSourceRanges) || size(self.loadBalancerSourceRanges) == 0 || "
-        "!has(self.type) || self.type == 'LoadBalancer'",
-        "loadBalancerSourceRanges applies only to type LoadBalancer")))
+        "(has(self.type) && self.type == 'LoadBalancer')",
+        "loadBalancerSourceRanges applies only to type LoadBalancer"), (
+        "!has(self.type) || self.type != 'LoadBalancer' || "
+        "(has(self.loadBalancerSourceRanges) && size(self.loadBalancerSourceRanges) > 0)",
+        "type LoadBalancer needs loadBalancerSourceRanges: who may reach the login nodes"), (
+        "!has(self.nodePort) || (has(self.type) && self.type != 'ClusterIP')",
+        "nodePort needs type NodePort or LoadBalancer")))
 
-    type: Literal["LoadBalancer", "NodePort"] = "LoadBalancer"
+    type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     node_port: Optional[int] = Field(default=None, ge=30000, le=32767)
     load_balancer_source_ranges: list[Cidr] = Field(default_factory=list, max_length=64)
     annotations: dict[str, str] = Field(default_factory=dict)
@@ -78,6 +87,10 @@ class LoginService(ApiModel):
     def _ranges_need_load_balancer(self) -> "LoginService":
         if self.load_balancer_source_ranges and self.type != "LoadBalancer":
             raise ValueError("loadBalancerSourceRanges applies only to type LoadBalancer")
+        if self.type == "LoadBalancer" and not self.load_balancer_source_ranges:
+            raise ValueError("type LoadBalancer needs loadBalancerSourceRanges: who may reach the login nodes")
+        if self.node_port is not None and self.type == "ClusterIP":
+            raise ValueError("nodePort needs type NodePort or LoadBalancer")
         return self
 
 
@@ -138,6 +151,20 @@ class JailSpec(ApiModel):
         return sub_mounts
 
 
+# Where a Kubernetes cluster keeps what a login shell must not reach: RFC 1918, shared (CGNAT) and
+# link-local (cloud metadata) IPv4; unique-local and link-local IPv6.
+PRIVATE_RANGES = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16",
+                  "fc00::/7", "fe80::/10"]
+
+
+class NetworkPolicySpec(ApiModel):
+    """Egress of login and worker pods (soperator/render/network_policy.py); it takes effect where
+    the cluster's network plugin enforces NetworkPolicy."""
+
+    enabled: bool = True
+    blocked_egress_cidrs: list[Cidr] = Field(default_factory=lambda: list(PRIVATE_RANGES), max_length=64)
+
+
 class PopulateJailSpec(ApiModel):
     overwrite: bool = Field(default=False, description="replace the jail's system files on the next run")
     backoff_limit: int = Field(default=2, ge=0, le=10)
@@ -172,6 +199,7 @@ class SlurmClusterSpec(ApiModel):
     cgroup_config: CgroupConfig = Field(default_factory=CgroupConfig)
     plug_stack: PlugStack = Field(default_factory=PlugStack)
     health_check: HealthCheck = Field(default_factory=HealthCheck)
+    network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
 
     @field_validator("partitions")
     @classmethod

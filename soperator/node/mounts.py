@@ -32,7 +32,7 @@ COMMON = (
     Bind("/opt/soperator/lib", read_only=True),
 )
 WORKER = COMMON + (Bind("/var/spool/slurmd"),)
-LOGIN = COMMON + (Bind("/proc", recursive=True),)
+LOGIN = COMMON
 # sshd looks users up on the node before it chroots: the node must see the jail's accounts.
 ACCOUNT_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow")
 
@@ -71,6 +71,17 @@ def bind(source: str, target: str, *, is_dir: bool = True, recursive: bool = Fal
     _mount("--rbind" if recursive else "--bind", source, target)
     if read_only:
         _mount("-o", "remount,bind,ro", target)
+    return True
+
+
+def mount_private_proc(jail: str) -> bool:
+    """A fresh /proc for login sessions, with hidepid=2: users see only their own processes.
+    True if it mounted (False: already there)."""
+    target = jail + "/proc"
+    if target in mount_points():
+        return False
+    os.makedirs(target, exist_ok=True)
+    _mount("-t", "proc", "-o", "nosuid,nodev,noexec,hidepid=2", "proc", target)
     return True
 
 

@@ -6,7 +6,7 @@ import pwd
 import shutil
 import subprocess
 
-from .mounts import LOGIN, WORKER, bind_into_jail, harden_jail, use_jail_accounts
+from .mounts import LOGIN, WORKER, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
 from .supervise import Supervisor, log, wait_for_path
 
 # Kept in step with soperator/render/paths.py (this package cannot import the operator).
@@ -97,6 +97,7 @@ def login(sup: Supervisor) -> None:
     start_munged(sup)
     log(f"nosuid,nodev: {', '.join(harden_jail(JAIL))}")
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
+    mount_private_proc(JAIL)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     sup.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", SSHD_CONFIG])
 

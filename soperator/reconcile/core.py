@@ -59,6 +59,8 @@ def _endpoint(kube: Kube, cluster: SlurmCluster) -> str | None:
     ports = (svc.get("spec") or {}).get("ports") or []
     if (svc.get("spec") or {}).get("type") == "NodePort" and ports and ports[0].get("nodePort"):
         return f"<node-ip>:{ports[0]['nodePort']}"
+    if (svc.get("spec") or {}).get("type") == "ClusterIP":
+        return f"{login_ssh_service_name(cluster)}.{cluster.namespace}.svc:22"
     return None
 
 

@@ -12,6 +12,7 @@ from soperator.render.common import Obj
 from soperator.render.configs import slurm_configs_config_map, sshd_config_map
 from soperator.render.controller import controller_service, controller_stateful_set
 from soperator.render.login import login_headless_service, login_ssh_service, login_stateful_set
+from soperator.render.network_policy import node_egress_policy
 from soperator.render.populate_jail import populate_jail_job
 from soperator.render.secrets import munge_key_secret, ssh_host_keys_secret
 from soperator.render.worker import worker_service, worker_stateful_set
@@ -38,7 +39,9 @@ def config_maps(cluster: SlurmCluster) -> list[Obj]:
 
 
 def slurm_nodes(cluster: SlurmCluster) -> list[Obj]:
+    # The egress policy first: no login or worker pod ever runs without it.
     return [
+        node_egress_policy(cluster),
         controller_service(cluster), controller_stateful_set(cluster),
         worker_service(cluster), worker_stateful_set(cluster),
         login_headless_service(cluster), login_ssh_service(cluster), login_stateful_set(cluster),

@@ -83,7 +83,7 @@ def test_chart_versions_follow_the_package():
 
 @pytest.mark.parametrize("chart,args,message", [
     ("slurm-cluster", ["--set", "spec.workers.replicas=-1"], "spec.workers.replicas"),
-    ("slurm-cluster", ["--set", "spec.login.service.type=ClusterIP"], "spec.login.service.type"),
+    ("slurm-cluster", ["--set", "spec.login.service.type=ExternalName"], "spec.login.service.type"),
     ("slurm-cluster", ["--set", "spec.workers.sharedMemorySize=lots"], "spec.workers.sharedMemorySize"),
     ("slurm-cluster", ["--set", "nameOverride=Bad_Name"], "nameOverride"),
     ("slurm-operator", ["--set", "image.pullPolicy=Sometimes"], "image.pullPolicy"),

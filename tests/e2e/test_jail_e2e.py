@@ -172,11 +172,14 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
         code, out, err = _run(client, "echo written-on-login > ~/note.txt && cat /etc/soperator-jail-release")
         assert code == 0 and out.startswith("soperator jail"), err
         assert _run(client, "/opt/suid-id -u")[1].strip() == "1000"
+        # hidepid: alice sees her own processes only (sshd and root's daemons are there, unseen).
+        assert _run(client, "ps -eo user= | sort -u")[1].split() == ["alice"]
         script = ("#!/bin/bash\n#SBATCH -N 2\n#SBATCH -o /home/alice/job-%j.out\n"
                   "srun bash -c 'echo $(hostname) $(cat /etc/soperator-jail-release | cut -d\" \" -f2) "
                   "$(cat ~/note.txt); echo from-$(hostname) > ~/from-$(hostname)'\n"
                   "srun -N1 stat -c 'shm-mode %a' /dev/shm\n"
                   "srun -N1 sh -c 'echo suid-id-gives-$(/opt/suid-id -u)'\n"
+                  "srun -N1 sh -c 'echo ps-users-$(ps -eo user= | sort -u | tr \"\\n\" +)'\n"
                   "srun -N1 sh -c 'touch /sys/kernel/x 2>/dev/null && echo sys-writable || echo sys-read-only; "
                   "ls /dev | grep -cE \"^(sd|vd|nvme|xvd|loop|dm-)\" | sed s/^/block-devices-/'\n")
         code, out, err = _run(client, f"cat > job.sh <<'EOF'\n{script}EOF\nsbatch --parsable job.sh")
@@ -195,8 +198,19 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
         assert "from-e2e-worker-0" in lines and "from-e2e-worker-1" in lines
         assert "shm-mode 1777" in lines  # sticky: users cannot delete each other's segments
         assert "suid-id-gives-1000" in lines
+        assert "ps-users-alice+" in lines  # hidepid in the job step's /proc too
         # Not privileged: no node block device in the jail's /dev, and /sys is read-only.
         assert "sys-read-only" in lines and "block-devices-0" in lines
+        # Cancelling a running job ends its processes (slurmstepd, root, signals alice's tasks) and
+        # frees the node: an ordinary operation that needs CAP_KILL.
+        _, out, err = _run(client, "sbatch --parsable -N1 -w e2e-worker-0 --wrap 'sleep 600'")
+        sleeper = out.strip()
+        _wait(lambda: "JobState=RUNNING" in _run(client, f"scontrol -o show job {sleeper}")[1], 60, "sleep job to run")
+        assert _run(client, f"scancel {sleeper}")[0] == 0
+        _wait(lambda: _run(client, "sinfo -h -n e2e-worker-0 -o %t")[1].strip() == "idle", 60, "worker-0 idle again")
+        assert "JobState=CANCELLED" in _run(client, f"scontrol -o show job {sleeper}")[1]
+        assert "sleep 600" not in cluster.exec("e2e-worker-0", "ps", "-eo", "args")
+
     # The job wrote into the one shared jail, not into a worker container's own filesystem.
     assert (cluster.jail / "home" / "alice" / "from-e2e-worker-1").read_text() == "from-e2e-worker-1\n"
     assert "note.txt" not in cluster.exec("e2e-worker-0", "ls", "/home")

@@ -48,7 +48,7 @@ def test_created_cluster_reads_back_with_defaults(kubectl, crd_installed, namesp
     obj = _get(kubectl, namespace, "tiny")
     spec = obj["spec"]
     assert spec["workers"]["replicas"] == 2 and spec["workers"]["cpus"] == 1
-    assert spec["login"]["service"]["type"] == "LoadBalancer"
+    assert spec["login"]["service"]["type"] == "ClusterIP"
     assert spec["partitions"][0]["name"] == "main"
     assert spec["populateJail"]["overwrite"] is False
     # What the apiserver defaulted is exactly what our models default to.
@@ -64,7 +64,7 @@ def test_example_manifests_are_accepted(kubectl, crd_installed, namespace):
 
 @pytest.mark.parametrize("spec,field,message", [
     ({"workers": {"replicas": -1}}, "spec.workers.replicas", "should be greater than or equal to 0"),
-    ({"login": {"service": {"type": "ClusterIP"}}}, "spec.login.service.type", "Unsupported value"),
+    ({"login": {"service": {"type": "ExternalName"}}}, "spec.login.service.type", "Unsupported value"),
     ({"workers": {"sharedMemorySize": "64 MB"}}, "spec.workers.sharedMemorySize", "should match"),
 ])
 def test_invalid_cluster_is_rejected_by_the_apiserver(kubectl, crd_installed, namespace, spec, field, message):

@@ -30,8 +30,8 @@ def test_every_object_is_labelled_namespaced_and_owned(keys):
     cluster = make_cluster(uid=UID)
     objects = render_all(cluster, keys)
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == ["ConfigMap", "ConfigMap", "Job", "Secret", "Secret", "Service", "Service", "Service",
-                     "Service", "StatefulSet", "StatefulSet", "StatefulSet"]
+    assert kinds == ["ConfigMap", "ConfigMap", "Job", "NetworkPolicy", "Secret", "Secret", "Service", "Service",
+                     "Service", "Service", "StatefulSet", "StatefulSet", "StatefulSet"]
     for obj in objects:
         meta = obj["metadata"]
         assert meta["namespace"] == "hpc"
@@ -143,3 +143,17 @@ def test_user_namespaces_in_job_steps_are_an_explicit_choice():
     assert slurm_files(make_cluster())["plugstack.conf"].splitlines()[3].endswith(" /mnt/jail")
     allowed = slurm_files(make_cluster(plugStack={"allowUserNamespaces": True}))["plugstack.conf"]
     assert "spank_chroot.so /mnt/jail allow_userns" in allowed
+
+
+def test_login_and_worker_egress_is_kept_off_the_clusters_private_ranges():
+    policy = _by_kind_name(render_all(make_cluster(), None))[("NetworkPolicy", "demo-node-egress")]["spec"]
+    assert policy["policyTypes"] == ["Egress"]
+    assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "demo"
+    assert policy["podSelector"]["matchExpressions"][0]["values"] == ["login", "worker"]
+    own_namespace, dns, outside = policy["egress"]
+    assert own_namespace == {"to": [{"podSelector": {}}]} and {p["port"] for p in dns["ports"]} == {53}
+    v4, v6 = outside["to"]
+    assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(v4["ipBlock"]["except"])
+    assert v6["ipBlock"]["except"] == ["fc00::/7", "fe80::/10"]
+    off = make_cluster(networkPolicy={"enabled": False})
+    assert _by_kind_name(render_all(off, None))[("NetworkPolicy", "demo-node-egress")]["spec"]["egress"] == [{}]

@@ -152,20 +152,31 @@ def test_allows_userns_only_as_an_option_after_the_path(args, allowed):
     assert lib.soperator_allows_userns(len(args), argv) == allowed
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-def test_the_jail_root_is_nosuid_and_nodev_in_a_step(tmp_path):
+def _mount_seen_in_step(tmp_path, point: str) -> str:
+    """The mountinfo line of `point` as a process that entered the jail sees it."""
     jail = str(make_thin_jail(tmp_path / "jail"))
 
     def child(out):
         _bind_usr(jail)
         if lib.soperator_enter_jail(jail.encode(), _err(), 512) != 0:
             return 3
-        root = [line.split() for line in open("/proc/self/mountinfo") if line.split()[4] == "/"][-1]
-        os.write(out, root[5].encode())
+        os.write(out, [line for line in open("/proc/self/mountinfo") if line.split()[4] == point][-1].encode())
         return 0
 
     code, data = _in_child(child)
-    assert code == 0 and {"nosuid", "nodev"} <= set(data.decode().split(",")), data
+    assert code == 0, data
+    return data.decode()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_the_jail_root_is_nosuid_and_nodev_in_a_step(tmp_path):
+    options = _mount_seen_in_step(tmp_path, "/").split()[5]
+    assert {"nosuid", "nodev"} <= set(options.split(",")), options
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_the_steps_proc_hides_other_users_processes(tmp_path):
+    assert "hidepid=" in _mount_seen_in_step(tmp_path, "/proc").split(" - ")[1]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
@@ -204,3 +215,4 @@ def test_a_restricted_root_task_cannot_mount():
 
     code, data = _in_child(child)
     assert code == 0 and data.split()[0] == b"0" and data.split()[1] != b"0", data  # CAP_SYS_ADMIN is bit 21
+

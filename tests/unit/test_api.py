@@ -14,7 +14,7 @@ def test_ten_line_manifest_gets_a_working_small_cpu_cluster():
     assert cluster.namespace == "default"
     assert spec.workers.replicas == 2 and spec.workers.gpus == 0
     assert [p.name for p in spec.partitions] == ["main"] and spec.partitions[0].default
-    assert spec.login.service.type == "LoadBalancer"
+    assert spec.login.service.type == "ClusterIP"
     assert spec.populate_jail.overwrite is False
     assert spec.images.worker.startswith("soperator/worker:")
 

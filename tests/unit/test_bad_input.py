@@ -53,3 +53,13 @@ def test_cli_reports_unparseable_yaml(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "soperator.cli", "validate", "-f", str(bad)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 1 and "broken.yaml" in proc.stderr and proc.stdout == ""
+
+
+def test_render_keeps_private_keys_off_stdout_unless_asked(tmp_path):
+    example = ROOT / "examples" / "minimal.yaml"
+    plain = subprocess.run([sys.executable, "-m", "soperator.cli", "render", "-f", str(example)],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert plain.returncode == 0 and "kind: Secret" not in plain.stdout and "PRIVATE KEY" not in plain.stdout
+    asked = subprocess.run([sys.executable, "-m", "soperator.cli", "render", "-f", str(example), "--with-secrets",
+                            "--keys-dir", str(tmp_path / "keys")], capture_output=True, text=True, cwd=ROOT)
+    assert asked.returncode == 0 and "kind: Secret" in asked.stdout and "private keys" in asked.stderr

@@ -96,7 +96,7 @@ def test_examples_validate_against_the_crd_schema(path):
 
 @pytest.mark.parametrize("doc,message", [
     ({"spec": {"workers": {"replicas": -1}}}, "minimum"),
-    ({"spec": {"login": {"service": {"type": "ClusterIP"}}}}, "is not one of"),
+    ({"spec": {"login": {"service": {"type": "ExternalName"}}}}, "is not one of"),
     ({"spec": {"workers": {"sharedMemorySize": "64 MB"}}}, "does not match"),
 ])
 def test_schema_rejects_bad_values(doc, message):
