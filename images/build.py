@@ -19,7 +19,7 @@ from pathlib import Path
 
 from images.podman import CACHE, PodmanError, podman
 from soperator import __version__
-from spank_chroot.build import PLUGIN, build_plugin
+from spank_chroot.build import JAIL_LIB, PLUGIN, build_plugin
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -74,6 +74,7 @@ def _context(directory: str) -> Path:
     shutil.copy(HERE / "common" / "install-packages.sh", ctx / "install-packages.sh")
     shutil.copytree(ROOT / "soperator" / "node", ctx / "soperator_node", ignore=no_cache)
     shutil.copy(PLUGIN, ctx / "spank_chroot.so")
+    shutil.copy(JAIL_LIB, ctx / JAIL_LIB.name)
     return ctx
 
 

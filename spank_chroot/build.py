@@ -19,6 +19,8 @@ from cffi import FFI
 HERE = Path(__file__).resolve().parent
 BUILD = HERE / "_build"
 PLUGIN = BUILD / "spank_chroot.so"
+# jail.c alone (no Slurm symbols), for the login node's entrypoint to load with ctypes.
+JAIL_LIB = BUILD / "libsoperator_jail.so"
 CFLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-fPIC"]
 
 CDEF = """
@@ -31,6 +33,7 @@ int soperator_check_jail(const char *jail, char *err, size_t errlen);
 int soperator_enter_jail(const char *jail, char *err, size_t errlen);
 int soperator_allows_userns(int argc, const char *const *argv);
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
+int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen);
 """
 
 
@@ -60,6 +63,8 @@ def build_plugin() -> Path:
     objects = compiler.compile([str(HERE / "jail.c"), str(HERE / "plugin.c")], output_dir=str(BUILD),
                                include_dirs=[str(HERE)], extra_postargs=CFLAGS)
     compiler.link_shared_object(objects, str(PLUGIN), extra_postargs=["-shared", "-Wl,-z,relro"])
+    compiler.link_shared_object([o for o in objects if Path(o).stem == "jail"], str(JAIL_LIB),
+                                extra_postargs=["-shared", "-Wl,-z,relro"])
     return PLUGIN
 
 

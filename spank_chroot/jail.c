@@ -152,22 +152,27 @@ static int kept(int cap)
     return 0;
 }
 
-int soperator_restrict_task(int allow_userns, char *err, size_t errlen)
+int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen)
 {
     struct sock_fprog prog = {
         .len = (unsigned short)(sizeof(no_userns_filter) / sizeof(no_userns_filter[0])),
         .filter = no_userns_filter,
     };
 
-    /* The bounding set caps what any exec'd program, root's included, can hold. */
-    for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++) {
-        if (!kept(cap) && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0)
-            return fail(err, errlen, "drop capability %d from the bounding set: %s", cap, strerror(errno));
-    }
     /* No exec after this gains privileges: setuid-root binaries and file capabilities do nothing. */
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return fail(err, errlen, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
     if (!allow_userns && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
         return fail(err, errlen, "seccomp filter against user namespaces: %s", strerror(errno));
     return 0;
+}
+
+int soperator_restrict_task(int allow_userns, char *err, size_t errlen)
+{
+    /* The bounding set caps what any exec'd program, root's included, can hold. */
+    for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++) {
+        if (!kept(cap) && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0)
+            return fail(err, errlen, "drop capability %d from the bounding set: %s", cap, strerror(errno));
+    }
+    return soperator_restrict_sessions(allow_userns, err, errlen);
 }

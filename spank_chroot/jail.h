@@ -39,4 +39,9 @@ int soperator_allows_userns(int argc, const char *const *argv);
  * filter that refuses creating user namespaces. Returns 0, or -1 with the reason in err. */
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
 
+/* The same without touching the bounding set, for a daemon that still needs its capabilities (sshd
+ * on login nodes: every session it starts inherits no_new_privs and the filter).
+ * Returns 0, or -1 with the reason in err. */
+int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen);
+
 #endif

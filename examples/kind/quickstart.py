@@ -61,19 +61,17 @@ def create_cluster(args) -> None:
 
 
 def load_images(args) -> None:
-    """Built as localhost/soperator/*; loaded as docker.io/soperator/*, the names the charts default to."""
+    """Built and loaded as localhost/soperator/*: the fully qualified names the charts and the
+    SlurmCluster default to (pullPolicy IfNotPresent: kind's node already holds them)."""
     sys.path.insert(0, str(ROOT))
     from images.build import build_all, image_ref
     from images.podman import podman
-    from soperator import __version__
 
     build_all()
     with tempfile.TemporaryDirectory() as tmp:
         for name in NODE_IMAGES:
-            public = f"docker.io/soperator/{name}:{__version__}"
-            podman("tag", image_ref(name), public)
             archive = f"{tmp}/{name}.tar"
-            podman("save", "--format", "docker-archive", "-o", archive, public)
+            podman("save", "--format", "docker-archive", "-o", archive, image_ref(name))
             run("kind", "load", "image-archive", archive, "--name", args.kind_name)
 
 

@@ -69,7 +69,14 @@ Quantity = Annotated[
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DnsLabel = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
 
-ImageRef = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
+# Fully qualified: the first component is a registry host (with a '.' or a port, or localhost), so
+# no runtime ever guesses a public registry. A digest pins the image (`…@sha256:<64 hex>`).
+_REGISTRY = r"(localhost|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+)(:[0-9]{1,5})?"
+_PATH = r"(/[a-z0-9]+([._-]+[a-z0-9]+)*)"
+REGISTRY_PATTERN = rf"^{_REGISTRY}{_PATH}*$"
+IMAGE_PATTERN = rf"^{_REGISTRY}{_PATH}+(:[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?(@sha256:[0-9a-f]{{64}})?$"
+ImageRef = Annotated[str, Field(min_length=1, max_length=512, pattern=IMAGE_PATTERN)]
+Registry = Annotated[str, Field(min_length=1, max_length=256, pattern=REGISTRY_PATTERN)]
 
 
 def _check_cidr(value: str) -> str:

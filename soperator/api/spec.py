@@ -7,24 +7,26 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 
 from soperator import __version__
 from soperator.api.common import ApiModel, ComponentBase, cel
-from soperator.api.fields import Cidr, DnsLabel, ImageRef, Quantity, SshPublicKey
+from soperator.api.fields import Cidr, DnsLabel, ImageRef, Quantity, Registry, SshPublicKey
 from soperator.api.grammar import GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath
 from soperator.api.slurm_config import CgroupConfig, HealthCheck, Partition, PlugStack, SlurmConfig
 
-IMAGE_REPOSITORY = "soperator"
-
-
-def _default_image(component: str) -> str:
-    return f"{IMAGE_REPOSITORY}/{component}:{__version__}"
-
-
 class Images(ApiModel):
-    controller: ImageRef = _default_image("controller")
-    worker: ImageRef = _default_image("worker")
-    login: ImageRef = _default_image("login")
-    populate_jail: ImageRef = _default_image("populate-jail")
+    """Each image is `<registry>/<component>:<version>` unless given in full (a digest pins it).
+    The default registry, localhost/soperator, names the images `python -m images.build` makes; a
+    cluster pulls from the registry its admin sets, never from a public namespace by guess."""
+
+    registry: Registry = "localhost/soperator"
+    controller: Optional[ImageRef] = None
+    worker: Optional[ImageRef] = None
+    login: Optional[ImageRef] = None
+    populate_jail: Optional[ImageRef] = None
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+
+    def ref(self, component: str) -> str:
+        given = getattr(self, component.replace("-", "_"))
+        return given or f"{self.registry}/{component}:{__version__}"
 
 
 class SpoolVolume(ApiModel):

@@ -1,6 +1,7 @@
 """What each node container does before its daemon starts, and the daemon itself."""
 from __future__ import annotations
 
+import ctypes
 import os
 import pwd
 import shutil
@@ -16,6 +17,7 @@ MUNGE_KEY = "/etc/munge/munge.key"
 MUNGE_SOCKET = "/run/munge/munge.socket.2"
 SLURMD_LOG = "/var/log/slurm/slurmd.log"
 SSHD_CONFIG = "/etc/ssh/soperator/sshd_config"
+JAIL_LIB = "/opt/soperator/lib/libsoperator_jail.so"
 POPULATED = ".soperator/populated"
 
 
@@ -75,6 +77,16 @@ def sticky_shm() -> None:
         os.chmod("/dev/shm", 0o1777)
 
 
+def restrict_sessions() -> None:
+    """What job steps get from the SPANK plugin, for sshd and every session it starts: no_new_privs
+    and, unless the cluster allows them, no user namespaces (the same C code, jail.c)."""
+    allow = os.environ.get("SOPERATOR_ALLOW_USER_NAMESPACES") == "true"
+    err = ctypes.create_string_buffer(512)
+    if ctypes.CDLL(JAIL_LIB).soperator_restrict_sessions(int(allow), err, len(err)) != 0:
+        raise NodeError(f"cannot restrict login sessions: {err.value.decode()}")
+    log("login sessions: no_new_privs" + ("" if allow else ", no user namespaces"))
+
+
 def worker(sup: Supervisor) -> None:
     require_jail()
     sticky_shm()
@@ -99,6 +111,7 @@ def login(sup: Supervisor) -> None:
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
     mount_private_proc(JAIL)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    restrict_sessions()
     sup.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", SSHD_CONFIG])
 
 

@@ -27,7 +27,7 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
     spool_volumes, claim_templates = _spool(cluster)
     container = {
         "name": "slurmctld",
-        "image": spec.images.controller,
+        "image": spec.images.ref("controller"),
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": "SOPERATOR_COMPONENT", "value": CONTROLLER},
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],

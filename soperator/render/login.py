@@ -17,10 +17,12 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
     spec = cluster.spec
     container = {
         "name": "sshd",
-        "image": spec.images.login,
+        "image": spec.images.ref("login"),
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": "SOPERATOR_COMPONENT", "value": LOGIN},
-                {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],
+                {"name": "SOPERATOR_JAIL", "value": PATHS.jail},
+                {"name": "SOPERATOR_ALLOW_USER_NAMESPACES",
+                 "value": "true" if spec.plug_stack.allow_user_namespaces else "false"}],
         "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
         "securityContext": node_security_context(LOGIN_CAPABILITIES),
         "volumeMounts": slurm_mounts() + jail_mounts(cluster) + [

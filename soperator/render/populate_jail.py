@@ -18,7 +18,7 @@ def populate_jail_job(cluster: SlurmCluster) -> Obj:
     overwrite = "true" if spec.populate_jail.overwrite else "false"
     container = {
         "name": POPULATE_JAIL,
-        "image": spec.images.populate_jail,
+        "image": spec.images.ref("populate-jail"),
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": "SOPERATOR_JAIL", "value": PATHS.populate_target},
                 {"name": "SOPERATOR_POPULATE_OVERWRITE", "value": overwrite}],

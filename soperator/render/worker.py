@@ -18,7 +18,7 @@ def worker_stateful_set(cluster: SlurmCluster) -> Obj:
     gpu_limit = {GPU_RESOURCE: str(workers.gpus)} if workers.gpus else {}
     container = {
         "name": "slurmd",
-        "image": spec.images.worker,
+        "image": spec.images.ref("worker"),
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": "SOPERATOR_COMPONENT", "value": WORKER},
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],

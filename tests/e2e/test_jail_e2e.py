@@ -174,6 +174,9 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
         assert _run(client, "/opt/suid-id -u")[1].strip() == "1000"
         # hidepid: alice sees her own processes only (sshd and root's daemons are there, unseen).
         assert _run(client, "ps -eo user= | sort -u")[1].split() == ["alice"]
+        # The session, like a job step, gains nothing by exec and creates no user namespace.
+        assert _run(client, "grep NoNewPrivs /proc/self/status; unshare --user true 2>/dev/null && echo userns-created "
+                            "|| echo userns-refused")[1].split() == ["NoNewPrivs:", "1", "userns-refused"]
         script = ("#!/bin/bash\n#SBATCH -N 2\n#SBATCH -o /home/alice/job-%j.out\n"
                   "srun bash -c 'echo $(hostname) $(cat /etc/soperator-jail-release | cut -d\" \" -f2) "
                   "$(cat ~/note.txt); echo from-$(hostname) > ~/from-$(hostname)'\n"

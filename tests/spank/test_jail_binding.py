@@ -216,3 +216,18 @@ def test_a_restricted_root_task_cannot_mount():
     code, data = _in_child(child)
     assert code == 0 and data.split()[0] == b"0" and data.split()[1] != b"0", data  # CAP_SYS_ADMIN is bit 21
 
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_restricted_sessions_keep_their_capabilities_but_get_no_user_namespace():
+    """For sshd on login nodes: it still needs CAP_SYS_CHROOT & co, its sessions get the filter."""
+    def child(out):
+        if lib.soperator_restrict_sessions(0, _err(), 512) != 0:
+            return 3
+        bounding = int([ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("CapBnd")][0], 16)
+        userns = subprocess.run(["unshare", "--user", "true"], capture_output=True)
+        os.write(out, f"{bounding >> 21 & 1} {userns.returncode}".encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0 and data.split()[0] == b"1" and data.split()[1] != b"0", data

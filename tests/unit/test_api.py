@@ -16,7 +16,10 @@ def test_ten_line_manifest_gets_a_working_small_cpu_cluster():
     assert [p.name for p in spec.partitions] == ["main"] and spec.partitions[0].default
     assert spec.login.service.type == "ClusterIP"
     assert spec.populate_jail.overwrite is False
-    assert spec.images.worker.startswith("soperator/worker:")
+    assert spec.images.ref("worker").startswith("localhost/soperator/worker:")
+    pinned = "registry.example.com/hpc/worker@sha256:" + "a" * 64
+    images = make_cluster(images={"registry": "registry.example.com/hpc", "worker": pinned}).spec.images
+    assert images.ref("worker") == pinned and images.ref("login").startswith("registry.example.com/hpc/login:")
 
 
 @pytest.mark.parametrize("text,value", [
