@@ -204,30 +204,22 @@ def test_a_restricted_task_gains_no_privileges_and_no_user_namespace(allow_usern
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-def test_a_restricted_root_task_cannot_mount():
+@pytest.mark.parametrize(("restrict", "keeps_sys_admin"), [("soperator_restrict_task", False),
+                                                         ("soperator_restrict_sessions", True)])
+def test_what_root_keeps_after_each_restriction(restrict, keeps_sys_admin):
+    """A job task loses CAP_SYS_ADMIN (root's own step cannot mount); sshd on a login node keeps its
+    capabilities (it must chroot) while its sessions still get no user namespace."""
     def child(out):
-        if lib.soperator_restrict_task(0, _err(), 512) != 0:
+        if getattr(lib, restrict)(0, _err(), 512) != 0:
             return 3
         bounding = int([ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("CapBnd")][0], 16)
         mounted = subprocess.run(["unshare", "--mount", "mount", "-t", "tmpfs", "none", "/mnt"], capture_output=True)
-        os.write(out, f"{bounding >> 21 & 1} {mounted.returncode}".encode())
-        return 0
-
-    code, data = _in_child(child)
-    assert code == 0 and data.split()[0] == b"0" and data.split()[1] != b"0", data  # CAP_SYS_ADMIN is bit 21
-
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-def test_restricted_sessions_keep_their_capabilities_but_get_no_user_namespace():
-    """For sshd on login nodes: it still needs CAP_SYS_CHROOT & co, its sessions get the filter."""
-    def child(out):
-        if lib.soperator_restrict_sessions(0, _err(), 512) != 0:
-            return 3
-        bounding = int([ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("CapBnd")][0], 16)
         userns = subprocess.run(["unshare", "--user", "true"], capture_output=True)
-        os.write(out, f"{bounding >> 21 & 1} {userns.returncode}".encode())
+        os.write(out, f"{bounding >> 21 & 1} {mounted.returncode} {userns.returncode}".encode())
         return 0
 
     code, data = _in_child(child)
-    assert code == 0 and data.split()[0] == b"1" and data.split()[1] != b"0", data
+    assert code == 0, data
+    sys_admin, mounted, userns = data.decode().split()  # CAP_SYS_ADMIN is bit 21
+    assert (sys_admin == "1") == keeps_sys_admin and (mounted == "0") == keeps_sys_admin
+    assert userns != "0"
