@@ -56,17 +56,14 @@ def _same_file(dst: os.stat_result | None, st: os.stat_result) -> bool:
             and dst.st_size == st.st_size and dst.st_mtime_ns == st.st_mtime_ns)
 
 
-def _write_file(src: str, dir_fd: int, name: str, st: os.stat_result, existing: os.stat_result | None) -> None:
-    """Write into a fresh temporary name (O_EXCL|O_NOFOLLOW: a planted file or link there fails the
-    open instead of being written through), set owner, mode and times on the fd, then rename it over."""
+def _replace_at(dir_fd: int, name: str, mode: int, fill, existing: os.stat_result | None) -> None:
+    """Write `name` by way of a fresh temporary name (O_EXCL|O_NOFOLLOW: a planted file or link there
+    fails the open instead of being written through): fill(fd) writes it, then it is renamed over
+    whatever `existing` was (a directory is removed first: rename cannot replace one)."""
     tmp = f".{name}.soperator-{os.getpid()}-{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dir_fd)
     try:
-        with open(src, "rb") as source, os.fdopen(fd, "wb", closefd=False) as out:
-            shutil.copyfileobj(source, out, 1 << 20)
-        os.fchown(fd, st.st_uid, st.st_gid)
-        os.fchmod(fd, stat.S_IMODE(st.st_mode))
-        os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+        fill(fd)
     except BaseException:
         os.unlink(tmp, dir_fd=dir_fd)
         raise
@@ -75,6 +72,18 @@ def _write_file(src: str, dir_fd: int, name: str, st: os.stat_result, existing: 
     if existing is not None and stat.S_ISDIR(existing.st_mode):
         _remove_at(dir_fd, name, existing)
     os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def _write_file(src: str, dir_fd: int, name: str, st: os.stat_result, existing: os.stat_result | None) -> None:
+    """A copy of src, with owner, mode and times set on the fd before it takes the name."""
+    def fill(fd: int) -> None:
+        with open(src, "rb") as source, os.fdopen(fd, "wb", closefd=False) as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+        os.fchown(fd, st.st_uid, st.st_gid)
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    _replace_at(dir_fd, name, 0o600, fill, existing)
 
 
 def _write_link(src: str, dir_fd: int, name: str, st: os.stat_result, existing: os.stat_result | None) -> None:
@@ -87,13 +96,18 @@ def _write_link(src: str, dir_fd: int, name: str, st: os.stat_result, existing: 
     os.chown(name, st.st_uid, st.st_gid, dir_fd=dir_fd, follow_symlinks=False)
 
 
-def _open_dir(dir_fd: int, name: str, st: os.stat_result, existing: os.stat_result | None) -> int:
+def _dir_at(dir_fd: int, name: str, existing: os.stat_result | None, mode: int = 0o700) -> int:
+    """Open `name` as a real directory, made if absent; a file or symlink planted there is removed."""
     if existing is not None and not stat.S_ISDIR(existing.st_mode):
-        _remove_at(dir_fd, name, existing)  # a file or a symlink where the image has a directory
+        _remove_at(dir_fd, name, existing)
         existing = None
     if existing is None:
-        os.mkdir(name, 0o700, dir_fd=dir_fd)
-    child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        os.mkdir(name, mode, dir_fd=dir_fd)
+    return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+
+
+def _open_dir(dir_fd: int, name: str, st: os.stat_result, existing: os.stat_result | None) -> int:
+    child = _dir_at(dir_fd, name, existing)
     os.fchown(child, st.st_uid, st.st_gid)
     os.fchmod(child, stat.S_IMODE(st.st_mode))
     return child
@@ -147,21 +161,14 @@ def copy_tree(source: str, target: str, keep: tuple[str, ...], overwrite_existin
 
 def _write_marker(root_fd: int, name: str, body: dict) -> None:
     """Write `.soperator/<name>` atomically, never through a link a user planted."""
-    existing = _lstat_at(root_fd, SENTINEL_DIR)
-    if existing is not None and not stat.S_ISDIR(existing.st_mode):
-        _remove_at(root_fd, SENTINEL_DIR, existing)  # ours by name: a link or file planted there goes
-        existing = None
-    if existing is None:
-        os.mkdir(SENTINEL_DIR, 0o755, dir_fd=root_fd)
-    marker_dir = os.open(SENTINEL_DIR, _DIR_FLAGS, dir_fd=root_fd)
+    marker_dir = _dir_at(root_fd, SENTINEL_DIR, _lstat_at(root_fd, SENTINEL_DIR), 0o755)
+
+    def fill(fd: int) -> None:
+        os.write(fd, json.dumps(body).encode())
+        os.fsync(fd)
+
     try:
-        tmp = f"{name}.{secrets.token_hex(4)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=marker_dir)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(body, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, name, src_dir_fd=marker_dir, dst_dir_fd=marker_dir)
+        _replace_at(marker_dir, name, 0o644, fill, _lstat_at(marker_dir, name))
     finally:
         os.close(marker_dir)
 
@@ -176,8 +183,8 @@ def populate(source: str, target: str, overwrite: bool, keep: tuple[str, ...] = 
     if os.path.lexists(sentinel) and not overwrite:
         return {"action": "skipped", "reason": f"{SENTINEL} present and overwrite is off"}
     foreign = _foreign_entries(target)
-    if (foreign and not overwrite and not os.path.lexists(sentinel)
-            and not os.path.lexists(os.path.join(target, FILLING))):
+    # (With overwrite off, a sentinel would have returned above.)
+    if foreign and not overwrite and not os.path.lexists(os.path.join(target, FILLING)):
         return {"action": "refused", "reason": f"the jail volume holds files that soperator did not write "
                 f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}) and no {SENTINEL}: refusing to "
                 "write over them; set populateJail.overwrite to fill it anyway (user data is still kept)"}
