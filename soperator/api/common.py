@@ -23,6 +23,17 @@ def cel(*rules: tuple[str, str] | dict) -> dict[str, Any]:
                                          for r in rules]}
 
 
+def unique_rule(field: str, message: str) -> tuple[str, str]:
+    """CEL: no two items of this list share `field`."""
+    return f"self.all(a, self.exists_one(b, b.{field} == a.{field}))", message
+
+
+def first_duplicate(values: list) -> Any:
+    """The least value that occurs more than once, or None: the Python side of unique_rule."""
+    dupes = sorted({v for v in values if values.count(v) > 1})
+    return dupes[0] if dupes else None
+
+
 class ApiModel(BaseModel):
     """camelCase on the wire, snake_case in Python; unknown fields are errors, not silently dropped.
     Strict: a boolean or a quoted number is not an integer, as for the apiserver's schema."""

@@ -34,6 +34,7 @@ MANAGED_CGROUP_KEYS = frozenset(k.lower() for k in (
 # Plugins soperator places itself, in the order that keeps the jail first.
 MANAGED_PLUGINS = ("spank_chroot.so", "spank_pyxis.so")
 
+
 class Partition(ApiModel):
     model_config = ConfigDict(json_schema_extra=cel(
         ("self.name.lowerAscii() != 'default'", "name: DEFAULT is Slurm's defaults line, not a partition")))
@@ -51,7 +52,6 @@ class Partition(ApiModel):
         if name.lower() == "default":
             raise ValueError("DEFAULT is Slurm's defaults line, not a partition")
         return name
-
 
 
 class SlurmConfig(ApiModel):

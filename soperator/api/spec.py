@@ -6,11 +6,12 @@ from typing import Annotated, Literal, Optional
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from soperator import __version__
-from soperator.api.common import ApiModel, ComponentBase, cel
+from soperator.api.common import ApiModel, ComponentBase, cel, first_duplicate, unique_rule
 from soperator.api.fields import Cidr, DnsLabel, ImageRef, Quantity, Registry, SshPublicKey
 from soperator.api.grammar import GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath
 from soperator.api.slurm_config import CgroupConfig, HealthCheck, Partition, PlugStack, SlurmConfig
+
 
 class Images(ApiModel):
     """Each image is `<registry>/<component>:<version>` unless given in full (a digest pins it).
@@ -59,9 +60,9 @@ class WorkerSpec(ComponentBase):
         if "gpu" in names:
             zero = " (it is 0)" if info.data.get("gpus") == 0 else ""
             raise ValueError(f"GPUs are set by workers.gpus{zero}, not as a gres entry")
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"{dupes[0]!r} is listed twice")
+        twice = first_duplicate(names)
+        if twice:
+            raise ValueError(f"{twice!r} is listed twice")
         return gres
 
 
@@ -133,8 +134,7 @@ class JailSubMount(ApiModel):
 class JailSpec(ApiModel):
     volume: JailVolume = Field(default_factory=JailVolume)
     sub_mounts: list[JailSubMount] = Field(default_factory=list, max_length=32, json_schema_extra=cel(
-        ("self.all(m, self.exists_one(n, n.name == m.name))", "subMounts: duplicate name"),
-        ("self.all(m, self.exists_one(n, n.mountPath == m.mountPath))", "subMounts: duplicate mountPath"),
+        unique_rule("name", "subMounts: duplicate name"), unique_rule("mountPath", "subMounts: duplicate mountPath"),
         ("self.all(m, !self.exists(n, n.mountPath.startsWith(m.mountPath + '/')))",
          "subMounts: one mountPath lies inside another")))
 
@@ -142,10 +142,9 @@ class JailSpec(ApiModel):
     @classmethod
     def _apart(cls, sub_mounts: list[JailSubMount]) -> list[JailSubMount]:
         for attr in ("name", "mount_path"):
-            seen = [getattr(m, attr) for m in sub_mounts]
-            dupes = sorted({v for v in seen if seen.count(v) > 1})
-            if dupes:
-                raise ValueError(f"duplicate {attr} {dupes[0]!r}")
+            twice = first_duplicate([getattr(m, attr) for m in sub_mounts])
+            if twice:
+                raise ValueError(f"duplicate {attr} {twice!r}")
         for outer in sub_mounts:
             for inner in sub_mounts:
                 if inner.mount_path.startswith(outer.mount_path + "/"):
@@ -179,17 +178,13 @@ class SecretRefs(ApiModel):
     ssh_host_keys: Optional[DnsLabel] = None
 
 
-def _one_default_partition() -> dict:
-    return {"rule": "self.filter(p, has(p.default) && p.default).size() <= 1",
-            "message": "only one partition may be the default"}
-
-
 class SlurmClusterSpec(ApiModel):
     cluster_domain: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")] = "cluster.local"
     partitions: list[Partition] = Field(
         default_factory=lambda: [Partition(name="main", default=True)], min_length=1, max_length=64,
-        json_schema_extra=cel(_one_default_partition(),
-                              ("self.all(p, self.exists_one(q, q.name == p.name))", "duplicate partition name")))
+        json_schema_extra=cel(("self.filter(p, has(p.default) && p.default).size() <= 1",
+                               "only one partition may be the default"),
+                              unique_rule("name", "duplicate partition name")))
     images: Images = Field(default_factory=Images)
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
     workers: WorkerSpec = Field(default_factory=WorkerSpec)
@@ -206,10 +201,9 @@ class SlurmClusterSpec(ApiModel):
     @field_validator("partitions")
     @classmethod
     def _partitions_consistent(cls, partitions: list[Partition]) -> list[Partition]:
-        names = [p.name for p in partitions]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"duplicate name {dupes[0]!r}")
+        twice = first_duplicate([p.name for p in partitions])
+        if twice:
+            raise ValueError(f"duplicate name {twice!r}")
         if sum(p.default for p in partitions) > 1:
             raise ValueError("only one partition may be the default")
         return partitions

@@ -56,10 +56,11 @@ def _endpoint(kube: Kube, cluster: SlurmCluster) -> str | None:
     ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
     if ingress:
         return f"{ingress[0].get('ip') or ingress[0].get('hostname')}:22"
-    ports = (svc.get("spec") or {}).get("ports") or []
-    if (svc.get("spec") or {}).get("type") == "NodePort" and ports and ports[0].get("nodePort"):
+    spec = svc.get("spec") or {}
+    ports = spec.get("ports") or []
+    if spec.get("type") == "NodePort" and ports and ports[0].get("nodePort"):
         return f"<node-ip>:{ports[0]['nodePort']}"
-    if (svc.get("spec") or {}).get("type") == "ClusterIP":
+    if spec.get("type") == "ClusterIP":
         return f"{login_ssh_service_name(cluster)}.{cluster.namespace}.svc:22"
     return None
 
