@@ -12,7 +12,7 @@ import os
 
 import kopf
 
-from soperator import metrics
+from soperator import metrics, metrics_access
 from soperator.api import GROUP, PLURAL, VERSION
 from soperator.kube import Kube
 from soperator.reconcile import reconcile
@@ -54,7 +54,21 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     # only (see the chart), and the CRD is installed with it, so it has nothing to discover.
     settings.scanning.disabled = bool(WATCHED_NAMESPACES)
     asyncio.get_running_loop().create_task(_resync_loop())
-    metrics.serve(int(os.environ.get("SOPERATOR_METRICS_PORT", "8080")))
+    _serve_metrics()
+
+
+def _serve_metrics() -> None:
+    """SOPERATOR_METRICS_AUTH=kubernetes (the default): TLS and RBAC-checked tokens on every interface;
+    none: plain HTTP on loopback only."""
+    port = int(os.environ.get("SOPERATOR_METRICS_PORT", "8080"))
+    mode = os.environ.get("SOPERATOR_METRICS_AUTH", "kubernetes")
+    if mode == "none":
+        metrics.serve(port)
+    elif mode == "kubernetes":
+        metrics.serve(port, metrics_access.TokenGate(kube()),
+                      metrics_access.server_context(os.environ.get("SOPERATOR_METRICS_CERT_DIR") or None))
+    else:
+        raise kopf.PermanentError(f"SOPERATOR_METRICS_AUTH: expected kubernetes or none, got {mode!r}")
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)

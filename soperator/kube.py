@@ -51,6 +51,23 @@ class Kube:
         self._res(api_version, kind).status.patch(
             name=name, namespace=namespace, body={"status": status}, content_type="application/merge-patch+json")
 
+    def review_token(self, token: str) -> tuple[str, list[str]] | None:
+        """The user and groups a bearer token belongs to (TokenReview), or None if it is not valid."""
+        review = client.AuthenticationV1Api(self.api_client).create_token_review(
+            client.V1TokenReview(spec=client.V1TokenReviewSpec(token=token)))
+        status = review.status
+        if status is None or not status.authenticated or status.user is None:
+            return None
+        return status.user.username, list(status.user.groups or [])
+
+    def may_get_path(self, user: str, groups: list[str], path: str) -> bool:
+        """Whether RBAC lets this user `get` a non-resource URL (SubjectAccessReview)."""
+        review = client.AuthorizationV1Api(self.api_client).create_subject_access_review(
+            client.V1SubjectAccessReview(spec=client.V1SubjectAccessReviewSpec(
+                user=user, groups=groups, non_resource_attributes=client.V1NonResourceAttributes(
+                    path=path, verb="get"))))
+        return bool(review.status and review.status.allowed)
+
     def event(self, owner: dict, kind: str, reason: str, message: str) -> None:
         """A core/v1 Event on the SlurmCluster: `kubectl describe` shows it."""
         self.writes += 1

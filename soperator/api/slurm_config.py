@@ -22,6 +22,8 @@ MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
     "StateSaveLocation", "SlurmdSpoolDir", "SlurmctldPidFile", "SlurmdPidFile", "SlurmctldLogFile",
     "SlurmdLogFile", "SlurmctldDebug", "SlurmdDebug", "MailProg", "CommunicationParameters",
     "SlurmctldParameters", "PrivateData", "TreeWidth", "ResumeTimeout", "PlugStackConfig", "SchedulerType",
+    # the login's process cap must not reach jobs; the two keys exclude each other in Slurm
+    "PropagateResourceLimits", "PropagateResourceLimitsExcept",
     "SelectType", "SelectTypeParameters", "ProctrackType", "TaskPlugin", "ReturnToService", "SlurmdTimeout",
     "MessageTimeout", "KillWait", "MinJobAge", "MaxJobCount", "DefMemPerCPU", "GresTypes",
     "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "NodeName", "PartitionName",

@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from soperator import __version__
-from soperator.api.common import ApiModel, ComponentBase, cel, first_duplicate, unique_rule
+from soperator.api.common import ApiModel, ComponentBase, ResourceRequirements, cel, first_duplicate, unique_rule
 from soperator.api.fields import Cidr, DnsLabel, ImageRef, Quantity, Registry, SshPublicKey
 from soperator.api.grammar import GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath
@@ -38,7 +38,23 @@ class SpoolVolume(ApiModel):
     storage_class_name: Optional[DnsLabel] = None
 
 
+# Defaults per field (requests, limits), as the CRD's structural defaulting applies them: a spec
+# that sets only limits keeps the default requests, in the CLI and on the apiserver alike.
+class ControllerResources(ResourceRequirements):
+    # A ceiling, so a runaway slurmctld is restarted (its state is on the spool volume) before it
+    # starves the node; large clusters raise it.
+    requests: dict[str, Quantity] = Field(default_factory=lambda: {"cpu": "250m", "memory": "512Mi"})
+    limits: dict[str, Quantity] = Field(default_factory=lambda: {"memory": "4Gi"})
+
+
+class LoginResources(ResourceRequirements):
+    # Users compile and run tools here: a ceiling keeps one of them from taking the node down.
+    requests: dict[str, Quantity] = Field(default_factory=lambda: {"cpu": "500m", "memory": "1Gi"})
+    limits: dict[str, Quantity] = Field(default_factory=lambda: {"memory": "8Gi"})
+
+
 class ControllerSpec(ComponentBase):
+    resources: ControllerResources = Field(default_factory=ControllerResources)
     spool: SpoolVolume = Field(default_factory=SpoolVolume)
 
 
@@ -98,7 +114,11 @@ class LoginService(ApiModel):
 
 
 class LoginSpec(ComponentBase):
+    resources: LoginResources = Field(default_factory=LoginResources)
     replicas: int = Field(default=1, ge=0, le=64)
+    max_user_processes: int = Field(
+        default=4096, ge=0, le=4194304,
+        description="RLIMIT_NPROC of login sessions: processes per user, so a fork bomb stops there; 0: none")
     service: LoginService = Field(default_factory=LoginService)
     root_ssh_public_keys: list[SshPublicKey] = Field(
         default_factory=list, max_length=256,

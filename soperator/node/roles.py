@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 import os
 import pwd
+import resource
 import shutil
 import subprocess
 
@@ -87,6 +88,17 @@ def restrict_sessions() -> None:
     log("login sessions: no_new_privs" + ("" if allow else ", no user namespaces"))
 
 
+def limit_user_processes() -> None:
+    """RLIMIT_NPROC for sshd and what it starts. The kernel counts a user's processes and checks the
+    limit only for callers without CAP_SYS_ADMIN/CAP_SYS_RESOURCE: sshd (root) is not held back, a
+    session is once sshd has switched to its user. Kubernetes has no per-pod PID limit (only the
+    kubelet's podPidsLimit), so this is what stops one user's fork bomb on a shared login node."""
+    limit = int(os.environ.get("SOPERATOR_MAX_USER_PROCESSES", "0"))
+    if limit > 0:
+        resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+        log(f"login sessions: at most {limit} processes per user")
+
+
 def worker(sup: Supervisor) -> None:
     require_jail()
     sticky_shm()
@@ -111,6 +123,7 @@ def login(sup: Supervisor) -> None:
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
     mount_private_proc(JAIL)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    limit_user_processes()
     restrict_sessions()
     sup.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", SSHD_CONFIG])
 

@@ -1,11 +1,16 @@
-"""A tiny process supervisor for node containers: start daemons, forward SIGTERM, die with any of them."""
+"""A tiny process supervisor for node containers: start daemons, forward SIGTERM, die with any of them,
+and reap every orphan the container's processes leave behind."""
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import time
+
+
+PR_SET_CHILD_SUBREAPER = 36
 
 
 class Supervisor:
@@ -14,6 +19,10 @@ class Supervisor:
         self.stopping = False
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
+        # Orphans come to us (as PID 1 they would anyway): slurmstepd daemonizes for every job step,
+        # and login sessions leave background children. Unreaped, each stays a zombie that counts
+        # against its user's process limit.
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
     def start(self, name: str, argv: list[str], **kw) -> subprocess.Popen:
         log(f"starting {name}: {' '.join(argv)}")
@@ -27,11 +36,25 @@ class Supervisor:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
 
+    def reap(self) -> None:
+        """Collect every child that has exited: our daemons (their exit code is kept for Popen) and orphans."""
+        daemons = {proc.pid: proc for proc in self.procs.values()}
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in daemons:
+                daemons[pid].returncode = os.waitstatus_to_exitcode(status)
+
     def wait(self) -> int:
         """Block until a daemon exits (then stop the rest) or SIGTERM arrives; return the exit code."""
         while True:
+            self.reap()
             for name, proc in self.procs.items():
-                code = proc.poll()
+                code = proc.returncode
                 if code is not None:
                     if not self.stopping:
                         log(f"{name} exited with {code}; stopping the node")

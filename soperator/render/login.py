@@ -22,7 +22,8 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
         "env": [{"name": "SOPERATOR_COMPONENT", "value": LOGIN},
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail},
                 {"name": "SOPERATOR_ALLOW_USER_NAMESPACES",
-                 "value": "true" if spec.plug_stack.allow_user_namespaces else "false"}],
+                 "value": "true" if spec.plug_stack.allow_user_namespaces else "false"},
+                {"name": "SOPERATOR_MAX_USER_PROCESSES", "value": str(spec.login.max_user_processes)}],
         "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
         "securityContext": node_security_context(LOGIN_CAPABILITIES),
         "volumeMounts": slurm_mounts() + jail_mounts(cluster) + [

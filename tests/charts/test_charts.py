@@ -87,6 +87,7 @@ def test_chart_versions_follow_the_package():
     ("slurm-cluster", ["--set", "spec.workers.sharedMemorySize=lots"], "spec.workers.sharedMemorySize"),
     ("slurm-cluster", ["--set", "nameOverride=Bad_Name"], "nameOverride"),
     ("slurm-operator", ["--set", "image.pullPolicy=Sometimes"], "image.pullPolicy"),
+    ("slurm-operator", ["--set", "metrics.auth=open"], "metrics.auth"),
     ("slurm-cluster-storage", ["--set", "jail.size=lots"], "jail.size"),
     ("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true"], "needs jail.persistentVolume.nfs"),
     *[("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true", "--set",
@@ -101,7 +102,12 @@ def test_bad_values_fail_with_the_field_named(tools, chart, args, message):
 def test_operator_rbac_is_namespaced_and_minimal(tools):
     docs = render(tools, "slurm-operator", "--set", "watchNamespaces={a,b}")
     kinds = sorted(d["kind"] for d in docs)
-    assert "ClusterRole" not in kinds and kinds.count("Role") == 2
+    assert kinds.count("Role") == 2
+    # Cluster-wide: only the two review APIs (create-only, they read nothing) and the /metrics reader.
+    cluster_rules = sorted((tuple(r.get("resources", r.get("nonResourceURLs"))), tuple(r["verbs"]))
+                           for d in docs if d["kind"] == "ClusterRole" for r in d["rules"])
+    assert cluster_rules == [(("/metrics",), ("get",)), (("subjectaccessreviews",), ("create",)),
+                             (("tokenreviews",), ("create",))]
     rules = [r for d in docs if d["kind"] == "Role" for r in d["rules"]]
     secrets = [r for r in rules if "secrets" in r["resources"]]
     assert {tuple(r["verbs"]) for r in secrets} == {("get", "create")}

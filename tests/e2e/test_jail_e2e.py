@@ -23,6 +23,7 @@ from tests.support.podman_pods import VolumeStore, require_name_resolution, star
 
 pytestmark = pytest.mark.e2e
 SSH_PORT = 22
+MAX_USER_PROCESSES = 200
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +41,7 @@ def _cluster():
                                                         ("login", "login"), ("populateJail", "populate-jail"))}
         | {"pullPolicy": "Never"},
         workers={"replicas": 2},
+        login={"maxUserProcesses": MAX_USER_PROCESSES},
         slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
                      "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
 
@@ -177,6 +179,11 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
         # The session, like a job step, gains nothing by exec and creates no user namespace.
         assert _run(client, "grep NoNewPrivs /proc/self/status; unshare --user true 2>/dev/null && echo userns-created "
                             "|| echo userns-refused")[1].split() == ["NoNewPrivs:", "1", "userns-refused"]
+        # A fork bomb stops at the spec's per-user process limit (the kernel counts alice's processes).
+        assert _run(client, "ulimit -u")[1].strip() == str(MAX_USER_PROCESSES)
+        code, out, err = _run(client, f"sh -c 'for i in $(seq {MAX_USER_PROCESSES + 20}); do sleep 5 & done' 2>&1; "
+                                      "pkill -u alice sleep; true")
+        assert "Cannot fork" in out or "Resource temporarily unavailable" in out, (out, err)
         script = ("#!/bin/bash\n#SBATCH -N 2\n#SBATCH -o /home/alice/job-%j.out\n"
                   "srun bash -c 'echo $(hostname) $(cat /etc/soperator-jail-release | cut -d\" \" -f2) "
                   "$(cat ~/note.txt); echo from-$(hostname) > ~/from-$(hostname)'\n"

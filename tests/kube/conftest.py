@@ -96,6 +96,29 @@ def namespace(kubectl, request):
     kubectl("delete", "namespace", name, "--wait=false")
 
 
+@pytest.fixture
+def service_account_token(kubectl, request):
+    """Make a ServiceAccount and return a real token of it. `may_read_metrics` binds it to a ClusterRole
+    that may `get` /metrics, or to the role named by it; cluster-scoped objects go after the test."""
+    made: list[str] = []
+
+    def make(namespace: str, name: str, may_read_metrics: bool | str = False) -> str:
+        kubectl("-n", namespace, "create", "serviceaccount", name)
+        if may_read_metrics:
+            role = may_read_metrics if isinstance(may_read_metrics, str) else f"{namespace}-{name}-metrics"
+            if role != may_read_metrics:
+                kubectl("create", "clusterrole", role, "--verb=get", "--non-resource-url=/metrics")
+                made.append(f"clusterrole/{role}")
+            kubectl("create", "clusterrolebinding", f"{namespace}-{name}", f"--clusterrole={role}",
+                    f"--serviceaccount={namespace}:{name}")
+            made.append(f"clusterrolebinding/{namespace}-{name}")
+        return kubectl("-n", namespace, "create", "token", name).stdout.strip()
+
+    yield make
+    if made:
+        kubectl("delete", *made, "--ignore-not-found")
+
+
 @pytest.fixture(scope="session")
 def api(control_plane):
     from kubernetes import client

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 
@@ -20,6 +19,7 @@ from images.build import build_all
 from images.podman import PodmanError
 from tests.cluster.controlplane import free_port
 from tests.kube.conftest import adopt_crd
+from tests.kube.test_operator import scrape
 from tests.support.kubelet_standin import KubeletStandIn
 from tests.support_paths import ROOT
 
@@ -42,7 +42,8 @@ def _ssh_key(tmp_path) -> str:
 
 
 def test_quickstart_installs_charts_and_waits_until_ready(operator_image, control_plane, tools, kubectl,
-                                                          crd_installed, namespace, tmp_path):
+                                                          crd_installed, namespace, tmp_path,
+                                                          service_account_token):
     adopt_crd(kubectl, "soperator", namespace)
     metrics_port, health_port = free_port(), free_port()
     env = {**os.environ, "PATH": f"{tools['kubectl'].parent}:{os.environ['PATH']}"}
@@ -76,9 +77,12 @@ def test_quickstart_installs_charts_and_waits_until_ready(operator_image, contro
         # The containerised operator did this in-cluster, as the chart's ServiceAccount.
         events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
         assert any(e["involvedObject"]["name"] == "qs" and e["reason"] == "AllReady" for e in events)
-        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:
-            metrics = resp.read().decode()
-        assert f'namespace="{namespace}",cluster="qs"' in metrics
+        # In cluster, the operator checks a scraper's token with its own ServiceAccount (the chart's
+        # auth ClusterRole) against the chart's metrics-reader role.
+        reader = f"soperator-slurm-operator-{namespace}-metrics-reader"
+        status, metrics = scrape(metrics_port, service_account_token(namespace, "prometheus", reader))
+        assert status == 200 and f'namespace="{namespace}",cluster="qs"' in metrics, status
+        assert scrape(metrics_port, service_account_token(namespace, "nobody"))[0] == 403
         # Least-privilege RBAC is enough: nothing the operator asked for was refused.
         logs = kubelet.logs()
         for bad in (" ERROR ", "Traceback", "Forbidden"):

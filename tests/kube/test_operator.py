@@ -4,9 +4,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -44,6 +46,22 @@ class Operator:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
             return resp.read().decode()
 
+    def metrics(self, token: str | None) -> tuple[int, str]:
+        return scrape(self.metrics_port, token)
+
+
+def scrape(port: int, token: str | None) -> tuple[int, str]:
+    """GET https://127.0.0.1:port/metrics with a bearer token: (status, body)."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # the operator's self-signed cert
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics",
+                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+
 
 def _until(predicate, timeout, what, operator):
     deadline = time.monotonic() + timeout
@@ -56,8 +74,10 @@ def _until(predicate, timeout, what, operator):
 
 
 def test_operator_converges_and_resumes_after_restart(control_plane, api, kubectl, crd_installed, namespace,
-                                                       tmp_path):
+                                                       tmp_path, service_account_token):
     kube = Kube(api)
+    scraper = service_account_token(namespace, "scraper", may_read_metrics=True)
+    stranger = service_account_token(namespace, "stranger")
     op = Operator(control_plane, tmp_path, namespace)
     try:
         _create(kubectl, namespace, "live", workers={"replicas": 2})
@@ -73,7 +93,12 @@ def test_operator_converges_and_resumes_after_restart(control_plane, api, kubect
         _until(lambda: (kube.get("slurm.soperator.dev/v1alpha1", "SlurmCluster", namespace, "live")
                         .get("status", {}).get("phase")) == "Provisioning", 30, "status", op)
         assert kube.get("v1", "Secret", namespace, "live-munge-key")["data"] == keys
-        _until(lambda: 'cluster="live"' in op.get(op.metrics_port, "/metrics"), 30, "metrics", op)
+        _until(lambda: 'cluster="live"' in op.metrics(scraper)[1], 30, "metrics", op)
+        assert op.metrics(None) == (401, "")
+        assert op.metrics("not-a-token") == (401, "")
+        assert op.metrics(stranger) == (403, "")
+        with pytest.raises(OSError):  # no plain HTTP: tokens never travel in clear
+            op.get(op.metrics_port, "/metrics")
         assert op.get(op.health_port, "/healthz") is not None
         body = kube.get("slurm.soperator.dev/v1alpha1", "SlurmCluster", namespace, "live")
         assert not body["metadata"].get("finalizers")

@@ -157,3 +157,15 @@ def test_login_and_worker_egress_is_kept_off_the_clusters_private_ranges():
     assert v6["ipBlock"]["except"] == ["fc00::/7", "fe80::/10"]
     off = make_cluster(networkPolicy={"enabled": False})
     assert _by_kind_name(render_all(off, None))[("NetworkPolicy", "demo-node-egress")]["spec"]["egress"] == [{}]
+
+
+def test_login_and_controller_have_default_ceilings_and_sessions_a_process_limit():
+    by_name = {o["metadata"]["name"]: o for o in render_all(make_cluster(), None) if o["kind"] == "StatefulSet"}
+    controller = by_name["demo-controller"]["spec"]["template"]["spec"]["containers"][0]
+    login = by_name["demo-login"]["spec"]["template"]["spec"]["containers"][0]
+    assert controller["resources"]["limits"] == {"memory": "4Gi"}
+    assert login["resources"] == {"limits": {"memory": "8Gi"}, "requests": {"cpu": "500m", "memory": "1Gi"}}
+    assert {"name": "SOPERATOR_MAX_USER_PROCESSES", "value": "4096"} in login["env"]
+    # Setting one side keeps the other's default, as the CRD's structural defaulting does.
+    custom = make_cluster(login={"resources": {"limits": {"memory": "16Gi"}}})
+    assert custom.spec.login.resources.requests == {"cpu": "500m", "memory": "1Gi"}

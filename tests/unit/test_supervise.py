@@ -1,0 +1,40 @@
+"""The node containers' supervisor reaps orphans: they would otherwise stay zombies, each one counted
+against its user's process limit (slurmstepd daemonizes for every job step)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support_paths import ROOT
+
+SUPERVISED = """
+from soperator.node.supervise import Supervisor
+sup = Supervisor()
+sup.start("daemon", ["sh", "-c", "for i in 1 2 3 4 5; do (sleep 0.1 &); done; sleep 3; exit 7"])
+raise SystemExit(sup.wait())
+"""
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, state letter) of each direct child of pid."""
+    out = []
+    for child in (Path(f"/proc/{pid}/task/{pid}/children").read_text().split()):
+        stat = Path(f"/proc/{child}/stat").read_text()
+        out.append((int(child), stat[stat.rindex(")") + 2]))
+    return out
+
+
+def test_orphans_are_reaped_and_the_daemons_exit_code_kept():
+    proc = subprocess.Popen([sys.executable, "-c", SUPERVISED], cwd=ROOT)
+    try:
+        time.sleep(1.5)  # the sleeps are orphaned to the supervisor and exited long ago
+        children = _children(proc.pid)
+        # Only the daemon's shell is left; five orphaned sleeps came and went without a trace.
+        assert len(children) == 1 and children[0][1] != "Z", children
+        assert proc.wait(timeout=20) == 7
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
