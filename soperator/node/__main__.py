@@ -1,28 +1,32 @@
-"""Node container entrypoint: `python3 -m soperator_node [controller|worker|login]`.
+"""Node container entrypoint: `python3 -m soperator_node [controller|worker|login|hold-nodes|release-nodes]`.
 
 The role defaults to $SOPERATOR_COMPONENT, which the rendered pod spec sets.
 """
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
-from .roles import ROLES, NodeError
+from .roles import ONE_SHOT, ROLES, NodeError
 from .supervise import Supervisor, log
 
 
 def main(argv: list[str]) -> int:
     role = argv[0] if argv else os.environ.get("SOPERATOR_COMPONENT", "")
-    if role not in ROLES:
-        log(f"unknown role {role!r}; expected one of {', '.join(sorted(ROLES))}")
+    if role not in ROLES and role not in ONE_SHOT:
+        log(f"unknown role {role!r}; expected one of {', '.join(sorted([*ROLES, *ONE_SHOT]))}")
         return 2
     sup = Supervisor()
     try:
-        ROLES[role](sup)
-    except (NodeError, OSError, RuntimeError) as exc:
+        (ROLES.get(role) or ONE_SHOT[role])(sup)
+    except (NodeError, OSError, RuntimeError, subprocess.SubprocessError) as exc:
         log(f"{role} cannot start: {exc}")
-        sup._stop(None, None)
+        sup.stop()
         return 1
+    if role in ONE_SHOT:
+        sup.stop()  # its helpers (munged) go with it
+        return 0
     return sup.wait()
 
 

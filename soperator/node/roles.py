@@ -8,6 +8,7 @@ import resource
 import shutil
 import subprocess
 
+from .hold import hold, release
 from .mounts import LOGIN, WORKER, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
 from .supervise import Supervisor, log, wait_for_path
 
@@ -128,4 +129,16 @@ def login(sup: Supervisor) -> None:
     sup.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", SSHD_CONFIG])
 
 
+def hold_nodes(sup: Supervisor) -> None:
+    start_munged(sup)
+    hold()
+
+
+def release_nodes(sup: Supervisor) -> None:
+    start_munged(sup)
+    release()
+
+
 ROLES = {"controller": controller, "worker": worker, "login": login}
+# Roles that finish: the populate Job's steps around an overwrite.
+ONE_SHOT = {"hold-nodes": hold_nodes, "release-nodes": release_nodes}

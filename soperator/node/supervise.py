@@ -36,6 +36,16 @@ class Supervisor:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
 
+    def stop(self) -> None:
+        """SIGTERM every daemon and wait for them (a one-shot role's helpers, a failed start)."""
+        self._stop(signal.SIGTERM, None)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
     def reap(self) -> None:
         """Collect every child that has exited: our daemons (their exit code is kept for Popen) and orphans."""
         daemons = {proc.pid: proc for proc in self.procs.values()}

@@ -4,7 +4,9 @@ from __future__ import annotations
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
-from soperator.render.populate_jail import populate_jail_job, populate_jail_job_name
+from soperator.render.common import object_name
+from soperator.render.nodes import WORKER
+from soperator.render.populate_jail import HOLD_ANNOTATION, populate_jail_job, populate_jail_job_name
 
 OVERWRITE = "slurm.soperator.dev/overwrite"
 
@@ -28,16 +30,22 @@ def _pod_reason(kube: Kube, cluster: SlurmCluster, job_name: str) -> str:
     return "no pod status"
 
 
+def _desired(kube: Kube, cluster: SlurmCluster) -> dict:
+    """An overwrite holds the Slurm nodes first, if the cluster has any (its worker StatefulSet exists)."""
+    live_workers = cluster.spec.populate_jail.overwrite and kube.get(
+        "apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, WORKER)) is not None
+    return populate_jail_job(cluster, hold_nodes=live_workers)
+
+
 def populate_state(kube: Kube, cluster: SlurmCluster) -> Cond:
-    desired = populate_jail_job(cluster)
     name = populate_jail_job_name(cluster)
     live = kube.get("batch/v1", "Job", cluster.namespace, name)
     if live is None:
-        kube.apply(desired)
+        kube.apply(_desired(kube, cluster))
         return Cond("JailPopulated", None, "JobCreated", f"Job {name} started")
     if live["metadata"].get("deletionTimestamp"):
         return Cond("JailPopulated", None, "Repopulating", f"waiting for the old Job {name} to go")
-    want = desired["metadata"]["annotations"][OVERWRITE]
+    want = "true" if cluster.spec.populate_jail.overwrite else "false"
     have = (live["metadata"].get("annotations") or {}).get(OVERWRITE)
     finished = _job_condition(live, "Complete") or _job_condition(live, "Failed")
     if have != want and finished:
@@ -50,4 +58,6 @@ def populate_state(kube: Kube, cluster: SlurmCluster) -> Cond:
     if failed:
         return Cond("JailPopulated", False, "JobFailed",
                     f"Job {name} failed: {failed.get('reason')}: {_pod_reason(kube, cluster, name)}")
-    return Cond("JailPopulated", None, "JobRunning", f"Job {name} is running")
+    holding = (live["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION) == "true"
+    return Cond("JailPopulated", None, "JobRunning", f"Job {name} is running"
+                + (": it drains the Slurm nodes and waits for their jobs to end first" if holding else ""))

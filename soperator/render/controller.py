@@ -4,8 +4,8 @@ from __future__ import annotations
 from soperator.api.cluster import SlurmCluster
 from soperator.render.common import Obj, object_name, resources, tcp_probe
 from soperator.render.configs import slurm_config_hash
-from soperator.render.nodes import (CONTROLLER, headless_service, jail_volumes, node_pod, slurm_mounts,
-                                    slurm_volumes, stateful_set)
+from soperator.render.nodes import (CONTROLLER, CONTROLLER_CAPABILITIES, headless_service, jail_volumes, node_pod,
+                                    root_security_context, slurm_mounts, slurm_volumes, stateful_set)
 from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
 
 SLURMCTLD_PORT = 6817
@@ -32,6 +32,7 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
         "env": [{"name": "SOPERATOR_COMPONENT", "value": CONTROLLER},
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],
         "ports": [{"name": "slurmctld", "containerPort": SLURMCTLD_PORT, "protocol": "TCP"}],
+        "securityContext": root_security_context(CONTROLLER_CAPABILITIES),
         # The jail, read-only, for its accounts: slurmctld resolves job users' groups itself.
         "volumeMounts": slurm_mounts() + [{"name": "spool", "mountPath": PATHS.controller_spool},
                                           {"name": "jail", "mountPath": PATHS.jail, "readOnly": True}],

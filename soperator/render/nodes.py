@@ -86,6 +86,19 @@ NODE_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETPCAP", "SETU
 LOGIN_CAPABILITIES = NODE_CAPABILITIES + ("NET_BIND_SERVICE", "SYS_CHROOT")
 
 
+# The controller and the populate Job's Slurm steps start munged as its user with a key they put in
+# its 0700 directory; slurmctld drops to SlurmUser. No mount, so the default AppArmor profile stays.
+CONTROLLER_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "SETGID", "SETUID")
+
+
+def root_security_context(capabilities: tuple[str, ...]) -> Obj:
+    """Root in the container with exactly these capabilities and nothing to gain by exec: what every
+    pod that need not mount gets (controller, populate-jail and its Slurm steps)."""
+    return {"runAsUser": 0, "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"], "add": sorted(capabilities)},
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def node_security_context(capabilities: tuple[str, ...]) -> Obj:
     """Not privileged: the container sees only its own devices (and those the device plugin gives
     it), a read-only /sys, and the runtime's default seccomp filter, which allows mount, unshare and

@@ -3,18 +3,40 @@ from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
 from soperator.render.common import Obj, labels, metadata, object_name
-from soperator.render.nodes import jail_volumes
+from soperator.render.nodes import (CONTROLLER_CAPABILITIES, jail_volumes, root_security_context, slurm_mounts,
+                                    slurm_volumes)
 from soperator.render.paths import PATHS
 
 POPULATE_JAIL = "populate-jail"
+HOLD_ANNOTATION = "slurm.soperator.dev/hold-nodes"
+# The fill gives every file its owner and mode (CHOWN, FOWNER), keeps setgid bits of files it gave away
+# (FSETID), and writes into directories owned by others, e.g. munge's 0700 one (DAC_OVERRIDE).
+POPULATE_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID")
 
 
 def populate_jail_job_name(cluster: SlurmCluster) -> str:
     return object_name(cluster, POPULATE_JAIL)
 
 
-def populate_jail_job(cluster: SlurmCluster) -> Obj:
+def _slurm_step(cluster: SlurmCluster, role: str) -> Obj:
+    """A container that talks to slurmctld as root (a Slurm admin) with the cluster's munge key."""
+    return {
+        "name": role,
+        "image": cluster.spec.images.ref("controller"),
+        "imagePullPolicy": cluster.spec.images.pull_policy,
+        "env": [{"name": "SOPERATOR_COMPONENT", "value": role}],
+        "volumeMounts": slurm_mounts(),
+        "securityContext": root_security_context(CONTROLLER_CAPABILITIES),
+    }
+
+
+def populate_jail_job(cluster: SlurmCluster, hold_nodes: bool | None = None) -> Obj:
+    """The Job. An overwrite of a live cluster's jail (`hold_nodes`; by default: whenever overwrite is
+    set) runs between two Slurm steps, as Kubernetes orders them: drain the nodes and wait until no job
+    runs (init), fill (init), resume the nodes it drained (the Job's container). The operator passes
+    hold_nodes=False for a cluster that has no workers yet: there is nothing to drain, nor a slurmctld."""
     spec = cluster.spec
+    hold = spec.populate_jail.overwrite if hold_nodes is None else hold_nodes and spec.populate_jail.overwrite
     overwrite = "true" if spec.populate_jail.overwrite else "false"
     container = {
         "name": POPULATE_JAIL,
@@ -24,22 +46,27 @@ def populate_jail_job(cluster: SlurmCluster) -> Obj:
                 {"name": "SOPERATOR_POPULATE_OVERWRITE", "value": overwrite}],
         "volumeMounts": [{"name": "jail", "mountPath": PATHS.populate_target}],
         # It writes root-owned system files and sets ownership: root is needed, privileges are not.
-        "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False},
+        "securityContext": root_security_context(POPULATE_CAPABILITIES),
     }
     # The main jail volume only: sub-mounts are mounted over it on the nodes, not filled.
     jail = [v for v in jail_volumes(cluster) if v["name"] == "jail"]
-    pod = {
+    pod: Obj = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "containers": [container],
         "volumes": jail,
     }
+    if hold:
+        pod |= {"initContainers": [_slurm_step(cluster, "hold-nodes"), container],
+                "containers": [_slurm_step(cluster, "release-nodes")],
+                "volumes": jail + slurm_volumes(cluster)}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": metadata(cluster, populate_jail_job_name(cluster), POPULATE_JAIL,
-                             {"slurm.soperator.dev/overwrite": overwrite}),
+                             {"slurm.soperator.dev/overwrite": overwrite,
+                              HOLD_ANNOTATION: "true" if hold else "false"}),
         "spec": {
             "backoffLimit": spec.populate_jail.backoff_limit,
             "template": {"metadata": {"labels": labels(cluster, POPULATE_JAIL)}, "spec": pod},

@@ -17,6 +17,7 @@ from images.build import build_all, image_ref
 from images.podman import PodmanError, podman
 from soperator.keys import generate_munge_key, generate_ssh_host_keys
 from soperator.render import KeyMaterial, render_all
+from soperator.render.populate_jail import populate_jail_job
 from tests.cluster.controlplane import free_port
 from tests.conftest import make_cluster
 from tests.support.podman_pods import VolumeStore, require_name_resolution, start_pod
@@ -34,7 +35,7 @@ def images():
         pytest.fail(f"image build failed: {exc}", pytrace=False)
 
 
-def _cluster():
+def _cluster(**extra):
     return make_cluster(
         name="e2e", uid=str(uuid.uuid4()),
         images={name: image_ref(img) for name, img in (("controller", "controller"), ("worker", "worker"),
@@ -43,7 +44,8 @@ def _cluster():
         workers={"replicas": 2},
         login={"maxUserProcesses": MAX_USER_PROCESSES},
         slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
-                     "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
+                     "extra": {"SchedulerParameters": "batch_sched_delay=0"}},
+        **extra)
 
 
 def _add_user(jail, name: str, uid: int, public_key: str) -> None:
@@ -67,6 +69,8 @@ class Cluster:
         self.cluster = _cluster()
         keys = KeyMaterial(generate_munge_key(), generate_ssh_host_keys())
         self.objects = {(o["kind"], o["metadata"]["name"]): o for o in render_all(self.cluster, keys)}
+        # The Job the operator makes when overwrite is turned on for this cluster, live by then.
+        self.overwrite_job = populate_jail_job(_cluster(populateJail={"overwrite": True}), hold_nodes=True)
         self.jail = tmp_path / "jail"
         self.jail.mkdir(mode=0o755)
         self.store = VolumeStore(tmp_path / "volumes", self.objects, {"e2e-jail": self.jail})
@@ -87,13 +91,21 @@ class Cluster:
         self.containers.append(name)
         start_pod(name, pod, self.store, self.network, list(extra))
 
-    def populate(self, tag: str) -> dict:
-        name = f"e2e-populate-{tag}"
-        self.start(name, self.pod("Job", "e2e-populate-jail"))
-        code = podman("wait", name, timeout=600).stdout.strip()
-        logs = podman("logs", name).stdout
-        assert code == "0", podman("logs", name).stderr
-        return json.loads(logs.strip().splitlines()[-1])["populate-jail"]
+    def populate(self, tag: str, job: dict | None = None) -> dict:
+        """Run the Job's pod as a kubelet does: each init container to success, in order, then the
+        container. Returns what populate-jail reported; every step's stderr is kept in `self.steps`."""
+        pod = (job or self.objects[("Job", "e2e-populate-jail")])["spec"]["template"]["spec"]
+        report, self.steps = None, {}
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            name = f"e2e-{container['name']}-{tag}"
+            self.start(name, {**pod, "containers": [container]})
+            code = podman("wait", name, timeout=600).stdout.strip()
+            logs = podman("logs", name)
+            self.steps[container["name"]] = logs.stderr
+            assert code == "0", (name, logs.stderr)
+            if container["name"] == "populate-jail":
+                report = json.loads(logs.stdout.strip().splitlines()[-1])["populate-jail"]
+        return report
 
     def exec(self, container: str, *argv: str) -> str:
         return podman("exec", container, *argv).stdout
@@ -249,8 +261,18 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
     transport.close()
     assert "password" not in refused.value.allowed_types
 
-    # A second populate run, plain and with overwrite, keeps the user's files.
+    # A second populate run, plain, changes nothing.
     assert cluster.populate("second")["action"] == "skipped"
+    # An overwrite on the live cluster: the nodes are drained and the fill waits for alice's running
+    # job to end by itself; then the nodes come back, and her files are as she left them.
+    with _ssh(port, "alice", user_key) as client:
+        job = _run(client, "sbatch --parsable -N1 -w e2e-worker-1 -o /dev/null --wrap 'sleep 8'")[1].strip()
+        _wait(lambda: "JobState=RUNNING" in _run(client, f"scontrol -o show job {job}")[1], 60, "job to run")
+        assert cluster.populate("overwrite", cluster.overwrite_job)["action"] == "populated"
+        assert "JobState=COMPLETED" in _run(client, f"scontrol -o show job {job}")[1]
+        assert "waiting for e2e-worker-1 (ALLOCATED+" in cluster.steps["hold-nodes"], cluster.steps["hold-nodes"]
+        assert "released: e2e-worker-0, e2e-worker-1" in cluster.steps["release-nodes"]
+        assert _run(client, "sinfo -h -o '%t %D'")[1].split() == ["idle", "2"]
     assert (cluster.jail / "home" / "alice" / "note.txt").read_text() == "written-on-login\n"
 
 

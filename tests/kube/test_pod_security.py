@@ -10,6 +10,7 @@ import pytest
 
 from soperator.keys import generate_munge_key, generate_ssh_host_keys
 from soperator.render import KeyMaterial, render_all
+from soperator.render.populate_jail import populate_jail_job
 from tests.conftest import make_cluster
 
 pytestmark = pytest.mark.kube
@@ -34,6 +35,9 @@ def baseline_namespace(kubectl):
 def _pods() -> dict[str, dict]:
     cluster = make_cluster(name="pss")
     objects = render_all(cluster, KeyMaterial(generate_munge_key(), generate_ssh_host_keys()))
+    hold = populate_jail_job(make_cluster(name="pss", populateJail={"overwrite": True}), hold_nodes=True)
+    hold["metadata"]["labels"]["app.kubernetes.io/component"] = "populate-jail-holding-nodes"
+    objects.append(hold)
     pods = {}
     for obj in objects:
         if obj["kind"] in ("StatefulSet", "Job"):
@@ -59,6 +63,6 @@ def _violations(kubectl, pod: dict) -> set[str]:
 
 def test_pods_pass_baseline_but_for_the_listed_exceptions(kubectl, baseline_namespace):
     pods = _pods()
-    assert set(pods) >= {"controller", "worker", "login", "populate-jail"}
+    assert set(pods) >= {"controller", "worker", "login", "populate-jail", "populate-jail-holding-nodes"}
     for component, pod in sorted(pods.items()):
         assert _violations(kubectl, pod) == set(EXCEPTIONS.get(component, {})), component

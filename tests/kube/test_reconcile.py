@@ -174,3 +174,30 @@ def test_missing_user_secret_is_reported(kube, kubectl, crd_installed, namespace
     cond = [c for c in result.conditions if c.type == "SecretsReady"][0]
     assert cond.reason == "SecretNotFound" and "site-munge" in cond.message
     assert _names(kube, namespace, "ConfigMap") == []
+
+
+def test_overwrite_of_a_live_cluster_holds_its_nodes_and_of_a_new_one_does_not(kube, kubectl, crd_installed,
+                                                                               namespace):
+    def containers(name):
+        pod = kube.get("batch/v1", "Job", namespace, f"{name}-populate-jail")["spec"]["template"]["spec"]
+        return [c["name"] for c in pod.get("initContainers", [])], [c["name"] for c in pod["containers"]]
+
+    _create(kubectl, namespace, "fresh", populateJail={"overwrite": True})
+    reconcile(kube, _body(kube, namespace, "fresh"))
+    assert containers("fresh") == ([], ["populate-jail"])  # no nodes, no slurmctld: nothing to hold
+
+    _create(kubectl, namespace, "live")
+    reconcile(kube, _body(kube, namespace, "live"))
+    _finish_job(kubectl, namespace, "live-populate-jail")
+    _converge(kube, namespace, "live")
+    assert "live-worker" in _names(kube, namespace, "StatefulSet", "apps/v1")
+    _create(kubectl, namespace, "live", populateJail={"overwrite": True})
+    for _ in range(20):  # the old Job goes (background deletion), then its successor comes
+        result = reconcile(kube, _body(kube, namespace, "live"))
+        job = kube.get("batch/v1", "Job", namespace, "live-populate-jail")
+        if job and job["metadata"]["annotations"]["slurm.soperator.dev/overwrite"] == "true":
+            break
+    assert containers("live") == (["hold-nodes", "populate-jail"], ["release-nodes"])
+    result = reconcile(kube, _body(kube, namespace, "live"))
+    cond = [c for c in result.conditions if c.type == "JailPopulated"][0]
+    assert "drains the Slurm nodes and waits for their jobs to end first" in cond.message, cond

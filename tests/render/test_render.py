@@ -7,6 +7,7 @@ import pytest
 from soperator.render import render_all
 from soperator.render.configs import slurm_files
 from soperator.render.paths import CONFIG_HASH_ANNOTATION
+from soperator.render.populate_jail import populate_jail_job
 from soperator.yamlio import dump_all
 from tests.conftest import make_cluster
 
@@ -132,11 +133,27 @@ def test_login_service_follows_the_spec():
 
 
 def test_populate_job_carries_overwrite_flag():
-    for flag in (False, True):
-        job = _by_kind_name(render_all(make_cluster(populateJail={"overwrite": flag}), None))[
-            ("Job", "demo-populate-jail")]
-        env = {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-        assert env["SOPERATOR_POPULATE_OVERWRITE"] == str(flag).lower()
+    plain = populate_jail_job(make_cluster())["spec"]["template"]["spec"]
+    assert [c["name"] for c in plain["containers"]] == ["populate-jail"] and "initContainers" not in plain
+    assert {"name": "SOPERATOR_POPULATE_OVERWRITE", "value": "false"} in plain["containers"][0]["env"]
+
+
+def test_an_overwrite_of_a_live_cluster_holds_the_nodes_around_the_fill():
+    cluster = make_cluster(populateJail={"overwrite": True})
+    job = populate_jail_job(cluster, hold_nodes=True)
+    pod = job["spec"]["template"]["spec"]
+    # Kubernetes runs init containers one by one, each to success, then the container.
+    assert [c["name"] for c in pod["initContainers"]] == ["hold-nodes", "populate-jail"]
+    assert [c["name"] for c in pod["containers"]] == ["release-nodes"]
+    assert {"name": "SOPERATOR_POPULATE_OVERWRITE", "value": "true"} in pod["initContainers"][1]["env"]
+    hold = pod["initContainers"][0]
+    assert hold["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "SETGID", "SETUID"]}
+    assert hold["securityContext"]["allowPrivilegeEscalation"] is False
+    assert {m["name"] for m in hold["volumeMounts"]} == {"slurm-configs", "munge-key"}
+    assert job["metadata"]["annotations"]["slurm.soperator.dev/hold-nodes"] == "true"
+    # A cluster with no workers yet has no slurmctld to ask: the overwrite fills at once.
+    first = populate_jail_job(cluster, hold_nodes=False)["spec"]["template"]["spec"]
+    assert "initContainers" not in first and first["containers"][0]["name"] == "populate-jail"
 
 
 def test_user_namespaces_in_job_steps_are_an_explicit_choice():
@@ -169,3 +186,14 @@ def test_login_and_controller_have_default_ceilings_and_sessions_a_process_limit
     # Setting one side keeps the other's default, as the CRD's structural defaulting does.
     custom = make_cluster(login={"resources": {"limits": {"memory": "16Gi"}}})
     assert custom.spec.login.resources.requests == {"cpu": "500m", "memory": "1Gi"}
+
+
+def test_controller_and_populate_run_as_root_with_only_their_capabilities():
+    objects = _by_kind_name(render_all(make_cluster(), None))
+    controller = objects[("StatefulSet", "demo-controller")]["spec"]["template"]["spec"]["containers"][0]
+    populate = objects[("Job", "demo-populate-jail")]["spec"]["template"]["spec"]["containers"][0]
+    for container, caps in ((controller, ["CHOWN", "DAC_OVERRIDE", "SETGID", "SETUID"]),
+                            (populate, ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"])):
+        ctx = container["securityContext"]
+        assert ctx["capabilities"] == {"drop": ["ALL"], "add": caps}, container["name"]
+        assert ctx["allowPrivilegeEscalation"] is False and ctx["seccompProfile"] == {"type": "RuntimeDefault"}
