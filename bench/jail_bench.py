@@ -5,8 +5,9 @@
   python -m bench.jail_bench populate  populate-jail first fill vs tar|tar, and re-run time
   python -m bench.jail_bench all
 
-Plugin and no-plugin runs alternate in rounds on the same slurmctld/slurmd: plugstack.conf is read
-at every step launch, so switching it needs no restart.
+Plugin and no-plugin runs alternate in rounds on the same slurmctld/slurmd (the node image's Slurm
+24.11, in a container whose PID 1 reaps the slurmstepds each step leaves): plugstack.conf is read at
+every step launch, so switching it needs no restart.
 """
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from images.build import image_ref
 from images.podman import podman
 from soperator.node.populate import populate
 from soperator.render.configs import controller_host, slurm_files
-from spank_chroot.build import PLUGIN, build_plugin
 from tests.conftest import make_cluster
 from tests.support.slurm import SlurmSandbox
 from tests.support.thin_jail import make_thin_jail
@@ -30,14 +30,13 @@ NODE = "bench-worker-0"
 
 
 def _sandbox(work: Path) -> tuple[SlurmSandbox, Path, dict[str, str]]:
-    build_plugin()
     cluster = make_cluster(name="bench", workers={"replicas": 1},
                            slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
                                         "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
     files = slurm_files(cluster)
     jail = make_thin_jail(work / "jail")
     box = SlurmSandbox(work / "box", files, controller_host(cluster), b"k" * 1024, names=[NODE], slurmd=NODE,
-                       jail=jail, plugin=PLUGIN)
+                       jail=jail)
     if not box.status["ready"]:
         raise SystemExit(f"sandbox not ready: {box.status}\n{box.slurmd_log()}")
     return box, work / "box" / "etc-slurm" / "plugstack.conf", files

@@ -19,18 +19,18 @@ from pathlib import Path
 
 from images.podman import CACHE, PodmanError, podman
 from soperator import __version__
-from spank_chroot.build import JAIL_LIB, PLUGIN, build_plugin
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 # Containerfiles say `FROM BASE_IMAGE`. Renamed when what goes into the base changes, so that a
 # machine with an older cached base builds the new one.
-BASE = "localhost/soperator/debian:bookworm-nodebs"
-ROOTFS_TAR = CACHE / "images" / "bookworm-minbase-nodebs.tar"
-# image name -> (directory under images/, images it is built FROM); parents come first.
+SUITE = "trixie"  # Debian 13: Slurm 24.11 in every image
+BASE = f"localhost/soperator/debian:{SUITE}-nodebs"
+ROOTFS_TAR = CACHE / "images" / f"{SUITE}-minbase-nodebs.tar"
+# image name -> (directory under images/, images it is built FROM or copies from); parents come first.
 IMAGES = {"node": ("common", ()), "controller": ("controller", ("node",)), "worker": ("worker", ("node",)),
-          "login": ("login", ("node",)), "jail": ("jail", ()), "populate-jail": ("populate_jail", ("jail", "node")),
-          "operator": ("operator", ())}
+          "login": ("login", ("node",)), "jail": ("jail", ("node",)),
+          "populate-jail": ("populate_jail", ("jail", "node")), "operator": ("operator", ())}
 LABEL = "dev.soperator.inputs"
 
 
@@ -46,7 +46,7 @@ def ensure_base() -> None:
             raise PodmanError("debootstrap not found: install it (see .ci/run)")
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
             rootfs = Path(tmp) / "rootfs"
-            subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(rootfs),
+            subprocess.run(["debootstrap", "--variant=minbase", SUITE, str(rootfs),
                             "http://deb.debian.org/debian"], check=True, capture_output=True)
             ROOTFS_TAR.parent.mkdir(parents=True, exist_ok=True)
             # debootstrap leaves the ~120 MB of .debs it installed; every image would carry them.
@@ -62,7 +62,7 @@ def _context(directory: str) -> Path:
         shutil.copy(item, ctx / item.name)
     text = (ctx / "Containerfile").read_text().replace("VERSION", __version__).replace("BASE_IMAGE", BASE)
     (ctx / "Containerfile").write_text(text)
-    shutil.copy("/etc/apt/sources.list.d/debian.sources", ctx / "debian.sources")
+    shutil.copy(HERE / "common" / "debian.sources", ctx / "debian.sources")
     no_cache = shutil.ignore_patterns("__pycache__", "*.pyc")
     if directory == "operator":
         # The package source, for the digest; wheels are made from it only when a build is needed.
@@ -73,13 +73,15 @@ def _context(directory: str) -> Path:
         return ctx
     shutil.copy(HERE / "common" / "install-packages.sh", ctx / "install-packages.sh")
     shutil.copytree(ROOT / "soperator" / "node", ctx / "soperator_node", ignore=no_cache)
-    shutil.copy(PLUGIN, ctx / "spank_chroot.so")
-    shutil.copy(JAIL_LIB, ctx / JAIL_LIB.name)
+    if directory == "common":  # the plugin's sources, built in the image's own build stage
+        (ctx / "spank_chroot").mkdir()
+        for name in ("__init__.py", "build.py", "jail.c", "jail.h", "plugin.c"):
+            shutil.copy(ROOT / "spank_chroot" / name, ctx / "spank_chroot" / name)
     return ctx
 
 
 def _operator_wheels(ctx: Path) -> None:
-    """The operator and its dependencies as wheels for the image's Python (Debian bookworm: 3.11),
+    """The operator and its dependencies as wheels for the image's Python (Debian trixie: 3.13),
     fetched here, so the image build itself needs no package index. The dependencies are exactly the
     lock file's (requirements.txt, hashes checked), the versions CI tests with."""
     wheels = ctx / "wheels"
@@ -87,7 +89,7 @@ def _operator_wheels(ctx: Path) -> None:
     machine = platform.machine()
     platforms = [f"--platform=manylinux_2_{n}_{machine}" for n in (36, 34, 28, 17)] + [
         f"--platform=manylinux2014_{machine}"]
-    _pip("download", "-d", str(wheels), "--only-binary=:all:", "--python-version=3.11", "--implementation=cp",
+    _pip("download", "-d", str(wheels), "--only-binary=:all:", "--python-version=3.13", "--implementation=cp",
          *platforms, "--require-hashes", "-r", str(ctx / "requirements.txt"))
     shutil.copy(ctx / "requirements.txt", wheels / "requirements.txt")
     shutil.rmtree(ctx / "src")
@@ -129,8 +131,6 @@ def _wanted(only: list[str] | None) -> list[str]:
 def build_all(force: bool = False, only: list[str] | None = None) -> dict[str, float]:
     """Build the images (all, or `only` these and their parents); returns seconds per image built."""
     names = _wanted(only)
-    if any(name != "operator" for name in names):
-        build_plugin()
     ensure_base()
     timings, digests = {}, {}
     base = _label(BASE) or BASE

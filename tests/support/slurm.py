@@ -1,4 +1,5 @@
-"""Test helpers that run real Slurm daemons in namespaces owned by the test."""
+"""Test helpers that run real Slurm daemons, the product's own (the node image's Slurm 24.11), in a
+container the test owns."""
 from __future__ import annotations
 
 import json
@@ -6,33 +7,42 @@ import os
 import select
 import shutil
 import subprocess
-import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.support_paths import ROOT
+from images.build import build_all, image_ref
+from images.podman import PodmanError, podman, podman_env
+from soperator.render.paths import PATHS
 
 SANDBOX = Path(__file__).with_name("slurm_sandbox.py")
+IN_CONTAINER = "/opt/soperator-test/slurm_sandbox.py"
+_built: list[str] = []
 
 
-def require_slurm() -> None:
-    missing = [b for b in ("slurmctld", "slurmd", "munged", "scontrol", "sinfo", "unshare") if not shutil.which(b)]
-    if missing:
-        pytest.fail(f"Slurm test binaries missing: {', '.join(missing)} (install slurm-wlm and munge; "
-                    "see .ci/run)", pytrace=False)
+def node_image() -> str:
+    """The node image, built once per session if its inputs changed: its Slurm is what tests run."""
     if os.geteuid() != 0:
-        pytest.skip("needs root for namespaces")
+        pytest.skip("needs root for privileged containers")
+    if not _built:
+        try:
+            build_all(only=["node"])
+        except (PodmanError, OSError) as exc:
+            pytest.fail(f"node image build failed: {exc}", pytrace=False)
+        _built.append(image_ref("node"))
+    return _built[0]
 
 
 class SlurmSandbox:
-    """slurmctld (+ one slurmd) as PID 1 of private namespaces; `run` executes commands inside them."""
+    """slurmctld (+ one slurmd) in a privileged container of the node image, with catatonit as PID 1
+    to reap what slurmd's daemonized slurmstepds leave; `run` executes commands inside it."""
 
     def __init__(self, work: Path, files: dict[str, str], hostname: str, munge_key: bytes,
                  names: list[str] = (), slurmd: str | None = None, jail: Path | None = None,
-                 plugin: Path | None = None, prepare_jail: bool = True):
-        require_slurm()
+                 prepare_jail: bool = True):
+        image = node_image()
         self.work = work
         config = work / "etc-slurm"
         config.mkdir(parents=True, exist_ok=True)
@@ -43,14 +53,17 @@ class SlurmSandbox:
         os.chmod(work, 0o755)
         spec = {"hostname": hostname, "names": [hostname, *names], "config_dir": str(config),
                 "munge_key": str(key), "slurmd": slurmd, "jail": str(jail) if jail else None,
-                "plugin": str(plugin) if plugin else None, "prepare_jail": prepare_jail}
+                "prepare_jail": prepare_jail, "jail_mount": PATHS.jail, "slurmd_log": PATHS.slurmd_log}
         (work / "spec.json").write_text(json.dumps(spec))
+        self.name = f"soperator-slurm-{uuid.uuid4().hex[:10]}"
+        volumes = [str(work)] + ([str(jail)] if jail and jail.exists() else [])
         self.proc = subprocess.Popen(
-            ["unshare", "--pid", "--fork", "--mount-proc", "--uts", "--mount", "--net", "--propagation", "private",
-             sys.executable, str(SANDBOX), str(work)],
+            [shutil.which("podman") or "podman", "run", "-i", "--rm", "--name", self.name, "--init",
+             "--privileged", "--network", "none", *[a for v in volumes for a in ("-v", f"{v}:{v}")],
+             "-v", f"{SANDBOX}:{IN_CONTAINER}:ro", "--entrypoint", "python3", image, IN_CONTAINER, str(work)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(work / "sandbox.err", "w"), text=True,
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-        self.status = self._reply(timeout=90)
+            env=podman_env())
+        self.status = self._reply(timeout=120)
 
     def _reply(self, timeout: float) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -93,6 +106,7 @@ class SlurmSandbox:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        podman("rm", "-f", "-t", "5", self.name, check=False)  # gone already, unless it hung
 
     def __enter__(self) -> "SlurmSandbox":
         return self

@@ -1,10 +1,11 @@
 """A Slurm node in a box: slurmctld (and optionally one slurmd with the jail plugin) with rendered configs.
 
-Started by tests as PID 1 of new PID/UTS/mount/net namespaces (see tests.support.slurm.SlurmSandbox):
-the real daemons see the paths and host names the rendered config names, talk only on a private
-loopback, and die with the namespace. Protocol on stdin/stdout, one JSON document per line: the
+Runs inside a container of our own node image (see tests.support.slurm.SlurmSandbox), so the Slurm
+is the one the product ships (Debian trixie's 24.11) and the plugin is the one built for it: the real
+daemons see the paths and host names the rendered config names, talk only on a private network
+namespace, and die with the container. Protocol on stdin/stdout, one JSON document per line: the
 sandbox prints {"ready": ...} once, then answers each {"run": [...]} with {"rc", "out", "err"}; it
-stops everything when stdin closes.
+stops everything when stdin closes. It runs with the image's Python and its copy of soperator_node.
 """
 from __future__ import annotations
 
@@ -15,14 +16,12 @@ import subprocess
 import sys
 import time
 
-from soperator.node.mounts import WORKER, bind, bind_into_jail
-from soperator.render.paths import PATHS
+from soperator_node.mounts import WORKER, bind, bind_into_jail
 
 MUNGE_SOCKET_DIR = "/run/munge"
 # munged refuses key and seed paths under directories other users cannot traverse (pytest's 0700).
 MUNGE_STATE_DIR = "/run/munge-state"
 MUNGE_KEY = f"{MUNGE_STATE_DIR}/munge.key"
-PLUGIN_DIR = "/opt/soperator/lib"
 
 
 def sh(*argv: str) -> None:
@@ -47,22 +46,19 @@ def filesystem(work: str, spec: dict) -> None:
     with open(hosts, "w") as fh:
         fh.write("127.0.0.1 localhost " + " ".join(spec["names"]) + "\n")
     sh("mount", "--bind", hosts, "/etc/hosts")
-    for target in ("/run", "/var/spool", "/opt", "/var/log"):
+    for target in ("/run", "/var/spool", "/var/log"):
         sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", target)
     sh("mount", "--bind", spec["config_dir"], "/etc/slurm")
     os.makedirs("/var/spool/slurmctld")
     shutil.chown("/var/spool/slurmctld", "slurm", "slurm")
     os.makedirs("/var/spool/slurmd")
-    os.makedirs(os.path.dirname(PATHS.slurmd_log))
-    sh("mount", "--bind", work, os.path.dirname(PATHS.slurmd_log))
+    os.makedirs(os.path.dirname(spec["slurmd_log"]))
+    sh("mount", "--bind", work, os.path.dirname(spec["slurmd_log"]))
     if spec.get("jail") is not None:
         sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", "/mnt")
-        os.makedirs(PATHS.jail)
+        os.makedirs(spec["jail_mount"])
         if os.path.isdir(spec["jail"]):
-            sh("mount", "--bind", spec["jail"], PATHS.jail)
-    os.makedirs(PLUGIN_DIR)
-    if spec.get("plugin"):
-        shutil.copyfile(spec["plugin"], f"{PLUGIN_DIR}/spank_chroot.so")
+            sh("mount", "--bind", spec["jail"], spec["jail_mount"])
     for directory, mode in ((MUNGE_SOCKET_DIR, 0o755), (MUNGE_STATE_DIR, 0o700)):
         os.makedirs(directory, mode=mode)
         shutil.chown(directory, "munge", "munge")
@@ -92,7 +88,7 @@ def output(*argv: str) -> str:
 
 
 def prepare_jail(jail: str) -> None:
-    """What the worker entrypoint does in a pod: the host /usr (thin jail) and the node binds."""
+    """What the worker entrypoint does in a pod: the image's /usr (thin jail) and the node binds."""
     if os.path.isdir(os.path.join(jail, "usr")) and not os.listdir(os.path.join(jail, "usr")):
         bind("/usr", os.path.join(jail, "usr"), read_only=True)
     bind_into_jail(jail, WORKER)
@@ -115,7 +111,7 @@ def boot(work: str, spec: dict) -> tuple[dict, list[subprocess.Popen]]:
     node = spec.get("slurmd")
     if node:
         if spec.get("prepare_jail"):
-            prepare_jail(PATHS.jail)
+            prepare_jail(spec["jail_mount"])
         slurmd = start(work, "slurmd-console", ["slurmd", "-D", "-N", node])
         procs.append(slurmd)
         if not wait(slurmd, lambda: output("sinfo", "-h", "-n", node, "-o", "%t").strip() == "idle", 30):
