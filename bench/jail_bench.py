@@ -21,7 +21,7 @@ from pathlib import Path
 from images.build import image_ref
 from images.podman import podman
 from soperator.node.populate import populate
-from soperator.render.configs import controller_host, slurm_files
+from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from tests.conftest import make_cluster
 from tests.support.slurm import SlurmSandbox
 from tests.support.thin_jail import make_thin_jail
@@ -36,7 +36,7 @@ def _sandbox(work: Path) -> tuple[SlurmSandbox, Path, dict[str, str]]:
     files = slurm_files(cluster)
     jail = make_thin_jail(work / "jail")
     box = SlurmSandbox(work / "box", files, controller_host(cluster), b"k" * 1024, names=[NODE], slurmd=NODE,
-                       jail=jail)
+                       jail=jail, node_conf=worker_node_conf(cluster))
     if not box.status["ready"]:
         raise SystemExit(f"sandbox not ready: {box.status}\n{box.slurmd_log()}")
     return box, work / "box" / "etc-slurm" / "plugstack.conf", files

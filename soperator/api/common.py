@@ -77,3 +77,12 @@ class Scheduling(ApiModel):
 class ComponentBase(ApiModel):
     resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     scheduling: Scheduling = Field(default_factory=Scheduling)
+
+
+class AtField(ValueError):
+    """A cross-field error about one field, given relative to the model that checks it: the error
+    then names that field (`spec.partitions[1].nodeFeature: …`), not the model."""
+
+    def __init__(self, path: tuple[str | int, ...], message: str):
+        super().__init__(message)
+        self.path = path

@@ -20,7 +20,8 @@ CANONICAL_PATTERN = rf"^(/({_C}*[^./\x00-\x1f\x7f]{_C}*|\.\.\.+))+$"
 
 # Inside the jail: what the node binds over it (Slurm config, munge socket, spool, /dev, /sys, /tmp,
 # the plugin dir, /proc, the account files). A sub-mount on, above or below one would hide it.
-JAIL_RESERVED = tuple(sorted({b.path for b in WORKER + LOGIN} | set(ACCOUNT_FILES) | {"/proc"}))
+# /etc/slurm too: a slurm.conf there would shadow the configless copy the node keeps current.
+JAIL_RESERVED = tuple(sorted({b.path for b in WORKER + LOGIN} | set(ACCOUNT_FILES) | {"/proc", "/etc/slurm"}))
 # On the node: a jail here would let populate-jail overwrite the host's own system.
 HOST_RESERVED = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/root", "/run",
                  "/sbin", "/sys", "/usr", "/var/lib/containerd", "/var/lib/docker", "/var/lib/kubelet",

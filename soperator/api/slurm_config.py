@@ -9,7 +9,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from typing_extensions import Annotated
 
 from soperator.api.common import ApiModel, cel
-from soperator.api.grammar import Hostlist, PlugStackLine, SlurmListItem, SlurmName, SlurmTime, extra_keys
+from soperator.api.grammar import PlugStackLine, SlurmListItem, SlurmName, SlurmTime, extra_keys
 from soperator.api.paths import ProgramPath
 
 # Every key the slurm.conf template writes (a test renders the template and checks), and keys that
@@ -27,9 +27,9 @@ MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
     "SelectType", "SelectTypeParameters", "ProctrackType", "TaskPlugin", "ReturnToService", "SlurmdTimeout",
     "MessageTimeout", "KillWait", "MinJobAge", "MaxJobCount", "DefMemPerCPU", "GresTypes",
     "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "NodeName", "PartitionName",
-    "NodeSet", "DownNodes", "FrontendName", "Include",
-    # keys of the node line, which a global line would redefine or break
-    "CPUs", "RealMemory", "Gres", "Features", "State"))
+    "NodeSet", "DownNodes", "FrontendName", "Include", "MaxNodeCount",
+    # keys of the node and NodeSet lines, which a global line would redefine or break
+    "CPUs", "RealMemory", "Gres", "Feature", "Features", "State"))
 MANAGED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "Default", "MaxTime", "State"))
 MANAGED_CGROUP_KEYS = frozenset(k.lower() for k in (
     "CgroupPlugin", "ConstrainCores", "ConstrainRAMSpace", "ConstrainDevices", "Include"))
@@ -42,7 +42,10 @@ class Partition(ApiModel):
         ("self.name.lowerAscii() != 'default'", "name: DEFAULT is Slurm's defaults line, not a partition")))
 
     name: SlurmName
-    nodes: Hostlist = "ALL"
+    node_feature: Optional[SlurmName] = Field(
+        default=None, description="the partition's nodes: the workers with this feature (one of "
+        "spec.workers.features); default: every worker. Workers are dynamic nodes, so a partition names "
+        "them by feature, never by host name")
     default: bool = False
     max_time: SlurmTime = "INFINITE"
     state: Literal["UP", "DOWN", "DRAIN", "INACTIVE"] = "UP"
@@ -75,6 +78,9 @@ class SlurmConfig(ApiModel):
     def_mem_per_cpu_mib: Optional[int] = Field(default=None, ge=1)
     debug_level: Literal["quiet", "fatal", "error", "info", "verbose", "debug", "debug2"] = "info"
     resume_timeout: int = Field(default=600, ge=1, description="seconds a worker pod may take to register")
+    max_node_count: int = Field(
+        default=1024, ge=1, le=65536,
+        description="room slurmctld keeps for dynamic nodes: workers scale within it with no slurmctld restart")
     slurmctld_parameters: list[SlurmListItem] = Field(default_factory=list, max_length=64)
     extra: extra_keys(MANAGED_SLURM_KEYS, "slurm.conf") = Field(default_factory=dict)
 

@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from soperator import __version__
-from soperator.api.common import ApiModel, ComponentBase, ResourceRequirements, cel, first_duplicate, unique_rule
+from soperator.api.common import ApiModel, AtField, ComponentBase, ResourceRequirements, cel, first_duplicate, unique_rule
 from soperator.api.fields import Cidr, DnsLabel, ImageRef, Quantity, Registry, SshPublicKey
 from soperator.api.grammar import GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath
@@ -217,6 +217,26 @@ class SlurmClusterSpec(ApiModel):
     plug_stack: PlugStack = Field(default_factory=PlugStack)
     health_check: HealthCheck = Field(default_factory=HealthCheck)
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
+
+    model_config = ConfigDict(json_schema_extra=cel(
+        ("!has(self.workers) || !has(self.workers.replicas) || self.workers.replicas <= "
+         "(has(self.slurmConfig) && has(self.slurmConfig.maxNodeCount) ? self.slurmConfig.maxNodeCount : 1024)",
+         "workers.replicas: more than slurmConfig.maxNodeCount"),
+        ("!has(self.partitions) || self.partitions.all(p, !has(p.nodeFeature) || "
+         "(has(self.workers) && has(self.workers.features) && p.nodeFeature in self.workers.features))",
+         "partitions: a nodeFeature must be one of workers.features")))
+
+    @model_validator(mode="after")
+    def _workers_fit_and_partitions_have_nodes(self) -> "SlurmClusterSpec":
+        if self.workers.replicas > self.slurm_config.max_node_count:
+            raise AtField(("workers", "replicas"), f"{self.workers.replicas} is more than slurmConfig.maxNodeCount "
+                                                   f"({self.slurm_config.max_node_count})")
+        for i, partition in enumerate(self.partitions):
+            if partition.node_feature and partition.node_feature not in self.workers.features:
+                raise AtField(("partitions", i, "nodeFeature"),
+                              f"no worker has feature {partition.node_feature!r} "
+                              f"(workers.features: {', '.join(self.workers.features) or 'none'})")
+        return self
 
     @field_validator("partitions")
     @classmethod

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from soperator.api.cluster import SlurmCluster
+from soperator.api.common import AtField
 
 
 @dataclass(frozen=True)
@@ -81,5 +82,10 @@ def parse_cluster(manifest: Any) -> SlurmCluster:
     try:
         return SlurmCluster.model_validate(body)
     except ValidationError as exc:
-        errors = [FieldError(_path(e["loc"]), _message(e)) for e in exc.errors()]
+        errors = [FieldError(_path(_loc(e)), _message(e)) for e in exc.errors()]
         raise SpecError(errors) from None
+
+
+def _loc(err: dict[str, Any]) -> tuple[Any, ...]:
+    cause = (err.get("ctx") or {}).get("error")
+    return (*err["loc"], *cause.path) if isinstance(cause, AtField) else err["loc"]

@@ -24,7 +24,9 @@ class Bind:
 COMMON = (
     Bind("/etc/hosts", is_dir=False),
     Bind("/etc/resolv.conf", is_dir=False),
-    Bind("/etc/slurm", read_only=True),
+    # The configless copy of the Slurm configuration (slurmd's, or sackd's on login nodes): Slurm
+    # commands find it at /run/slurm/conf when /etc/slurm has no slurm.conf, as in the jail.
+    Bind("/run/slurm", read_only=True),
     Bind("/run/munge"),
     Bind("/dev", recursive=True),
     Bind("/sys", recursive=True, read_only=True),

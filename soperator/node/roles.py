@@ -6,10 +6,12 @@ import os
 import pwd
 import resource
 import shutil
+import socket
 import subprocess
 
 from .hold import hold, release
 from .mounts import LOGIN, WORKER, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
+from .reconfigure import start_watcher
 from .supervise import Supervisor, log, wait_for_path
 
 # Kept in step with soperator/render/paths.py (this package cannot import the operator).
@@ -18,6 +20,8 @@ MUNGE_SECRET = "/etc/soperator/munge/munge.key"
 MUNGE_KEY = "/etc/munge/munge.key"
 MUNGE_SOCKET = "/run/munge/munge.socket.2"
 SLURMD_LOG = "/var/log/slurm/slurmd.log"
+SLURM_CONF = "/etc/slurm/slurm.conf"
+CONFIGLESS_DIR = "/run/slurm"
 SSHD_CONFIG = "/etc/ssh/soperator/sshd_config"
 JAIL_LIB = "/opt/soperator/lib/libsoperator_jail.so"
 POPULATED = ".soperator/populated"
@@ -69,7 +73,8 @@ def controller(sup: Supervisor) -> None:
     os.makedirs("/var/spool/slurmctld", exist_ok=True)
     shutil.chown("/var/spool/slurmctld", "slurm", "slurm")
     start_munged(sup)
-    sup.start("slurmctld", ["slurmctld", "-D", "-f", "/etc/slurm/slurm.conf"])
+    sup.start("slurmctld", ["slurmctld", "-D", "-f", SLURM_CONF])
+    start_watcher(os.path.dirname(SLURM_CONF))
 
 
 def sticky_shm() -> None:
@@ -108,11 +113,25 @@ def worker(sup: Supervisor) -> None:
     # Job users are the jail's users: slurmstepd resolves them before it enters the jail.
     log(f"accounts from the jail: {', '.join(use_jail_accounts(JAIL))}")
     start_munged(sup)
+    # slurmd keeps the fetched configuration under its spool and links /run/slurm/conf to it: job
+    # steps and the Slurm commands in the jail read it there.
+    os.makedirs(CONFIGLESS_DIR, exist_ok=True)
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER))}")
     open(SLURMD_LOG, "a").close()
     sup.start("slurmd-log", ["tail", "-n", "+1", "-F", SLURMD_LOG])
-    sup.start("slurmd", ["slurmd", "-D", "-f", "/etc/slurm/slurm.conf"], stdout=subprocess.DEVNULL,
-              stderr=subprocess.DEVNULL)
+    # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod.
+    sup.start("slurmd", ["slurmd", "-D", "-Z", "--conf-server", os.environ["SOPERATOR_CONF_SERVER"],
+                         "--conf", os.environ["SOPERATOR_SLURMD_CONF"]],
+              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, after_stop=forget_node)
+
+
+def forget_node() -> None:
+    """A worker pod that goes away takes its node record along (a dynamic node's record otherwise
+    stays, DOWN), so Slurm lists the live workers only. Slurm refuses while a job still runs there."""
+    name = socket.gethostname()
+    proc = subprocess.run(["scontrol", "delete", f"NodeName={name}"], capture_output=True, text=True, timeout=60)
+    log(f"node {name} deleted from Slurm" if proc.returncode == 0 else
+        f"node {name} not deleted from Slurm: {proc.stderr.strip() or proc.returncode}")
 
 
 def login(sup: Supervisor) -> None:
@@ -120,6 +139,13 @@ def login(sup: Supervisor) -> None:
     sticky_shm()
     log(f"accounts from the jail: {', '.join(use_jail_accounts(JAIL))}")
     start_munged(sup)
+    # sackd fetches the configuration into /run/slurm/conf and keeps it current: the jail's Slurm
+    # commands read it there (bound in below).
+    # It runs as SlurmUser, and in the foreground as under systemd, saying when it has the files.
+    os.makedirs(CONFIGLESS_DIR, exist_ok=True)
+    shutil.chown(CONFIGLESS_DIR, "slurm", "slurm")
+    sup.start_notified("sackd", ["runuser", "-u", "slurm", "--", "sackd", "--systemd", "--conf-server",
+                                 os.environ["SOPERATOR_CONF_SERVER"]], timeout=180, owner="slurm")
     log(f"nosuid,nodev: {', '.join(harden_jail(JAIL))}")
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
     mount_private_proc(JAIL)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from typing import Callable
 
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -16,6 +20,9 @@ PR_SET_CHILD_SUBREAPER = 36
 class Supervisor:
     def __init__(self) -> None:
         self.procs: dict[str, subprocess.Popen] = {}
+        # Run once the daemon of that name has stopped for good (SIGTERM: the pod is going away),
+        # while the daemons started before it still run.
+        self.after_stop: dict[str, Callable[[], None]] = {}
         self.stopping = False
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
@@ -24,27 +31,55 @@ class Supervisor:
         # against its user's process limit.
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
-    def start(self, name: str, argv: list[str], **kw) -> subprocess.Popen:
+    def start(self, name: str, argv: list[str], after_stop: Callable[[], None] | None = None,
+              **kw) -> subprocess.Popen:
         log(f"starting {name}: {' '.join(argv)}")
         proc = subprocess.Popen(argv, **kw)
         self.procs[name] = proc
+        if after_stop:
+            self.after_stop[name] = after_stop
+        return proc
+
+    def start_notified(self, name: str, argv: list[str], timeout: float, owner: str | None = None,
+                       **kw) -> subprocess.Popen:
+        """Start a daemon that reports readiness the systemd way (sd_notify READY=1) and wait for it:
+        a socket of ours stands in for systemd's, given to `owner` if the daemon runs as that user.
+        The socket stays open (and read) while it runs."""
+        path = f"/run/soperator-{name}.notify"
+        if os.path.lexists(path):
+            os.unlink(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        if owner:
+            shutil.chown(path, owner)
+        proc = self.start(name, argv, env={**os.environ, "NOTIFY_SOCKET": path}, **kw)
+        deadline = time.monotonic() + timeout
+        sock.settimeout(1)
+        while b"READY=1" not in _receive(sock):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not report ready within {timeout:.0f} s "
+                                   f"(exit code {proc.poll()})")
+        sock.settimeout(None)
+        threading.Thread(target=lambda: [None for _ in iter(lambda: sock.recv(4096), b"")],
+                         daemon=True, name=f"{name}-notify").start()
         return proc
 
     def _stop(self, signum, _frame) -> None:
-        self.stopping = True
-        for proc in reversed(list(self.procs.values())):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+        self.stopping = True  # wait() does the stopping, in order, outside the signal handler
 
     def stop(self) -> None:
-        """SIGTERM every daemon and wait for them (a one-shot role's helpers, a failed start)."""
-        self._stop(signal.SIGTERM, None)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        """Stop the daemons one by one, the last started first (each SIGTERM, then 30 s grace)."""
+        for name, proc in reversed(list(self.procs.items())):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            hook = self.after_stop.pop(name, None)
+            if hook and self.stopping:
+                hook()
 
     def reap(self) -> None:
         """Collect every child that has exited: our daemons (their exit code is kept for Popen) and orphans."""
@@ -63,19 +98,23 @@ class Supervisor:
         """Block until a daemon exits (then stop the rest) or SIGTERM arrives; return the exit code."""
         while True:
             self.reap()
+            if self.stopping:
+                self.stop()
+                return 0
             for name, proc in self.procs.items():
                 code = proc.returncode
                 if code is not None:
-                    if not self.stopping:
-                        log(f"{name} exited with {code}; stopping the node")
-                    self._stop(signal.SIGTERM, None)
-                    for other in self.procs.values():
-                        try:
-                            other.wait(timeout=30)
-                        except subprocess.TimeoutExpired:
-                            other.kill()
-                    return 0 if self.stopping and code in (0, -signal.SIGTERM) else (code or 1)
+                    log(f"{name} exited with {code}; stopping the node")
+                    self.stop()
+                    return code or 1
             time.sleep(0.5)
+
+
+def _receive(sock: socket.socket) -> bytes:
+    try:
+        return sock.recv(4096)
+    except TimeoutError:
+        return b""
 
 
 def log(message: str) -> None:

@@ -20,33 +20,55 @@ def _env() -> jinja2.Environment:
                               autoescape=False)
 
 
-def hostlist(prefix: str, count: int) -> str:
-    """Slurm hostlist for prefix-0..prefix-(count-1): one range, whatever the count."""
-    if count <= 0:
-        return ""
-    return f"{prefix}0" if count == 1 else f"{prefix}[0-{count - 1}]"
-
-
-def worker_hostlist(cluster: SlurmCluster) -> str:
-    return hostlist(f"{object_name(cluster, 'worker')}-", cluster.spec.workers.replicas)
+SLURMCTLD_PORT = 6817
 
 
 def controller_host(cluster: SlurmCluster) -> str:
     return f"{object_name(cluster, 'controller')}-0"
 
 
+def conf_server(cluster: SlurmCluster) -> str:
+    """Where slurmd and sackd fetch the configuration (configless)."""
+    return f"{controller_host(cluster)}:{SLURMCTLD_PORT}"
+
+
+def worker_group(cluster: SlurmCluster) -> str:
+    """The feature every worker of this cluster registers with, naming its group (its StatefulSet)."""
+    return object_name(cluster, "worker")
+
+
+def _nodesets(cluster: SlurmCluster) -> dict[str | None, str]:
+    """NodeSet name per partition node feature (None: every worker)."""
+    features = {p.node_feature for p in cluster.spec.partitions if p.node_feature}
+    return {None: "workers", **{f: f"with_{f}" for f in sorted(features)}}
+
+
+def _node_gres(cluster: SlurmCluster) -> list[str]:
+    workers = cluster.spec.workers
+    return ([f"gpu:{workers.gpus}"] if workers.gpus else []) + list(workers.gres)
+
+
+def worker_node_conf(cluster: SlurmCluster) -> str:
+    """What a worker's slurmd registers with (`slurmd -Z --conf`): the pod's CPUs and memory as the
+    spec gives them (a container sees the whole machine's), its gres, its group and features."""
+    workers = cluster.spec.workers
+    gres = _node_gres(cluster)
+    parts = [f"Feature={','.join([worker_group(cluster), *workers.features])}", f"CPUs={workers.cpus}",
+             f"RealMemory={workers.real_memory_mib}"]
+    return " ".join(parts + ([f"Gres={','.join(gres)}"] if gres else []))
+
+
 def _context(cluster: SlurmCluster) -> dict:
     workers = cluster.spec.workers
-    node_gres = ([f"gpu:{workers.gpus}"] if workers.gpus else []) + list(workers.gres)
-    gres_types = sorted({g.split(":", 1)[0] for g in node_gres})
+    gres_types = sorted({g.split(":", 1)[0] for g in _node_gres(cluster)})
     return {
         "name": cluster.name, "namespace": cluster.namespace, "version": __version__,
         "paths": PATHS, "cfg": cluster.spec.slurm_config, "workers": workers,
         "partitions": cluster.spec.partitions, "health": cluster.spec.health_check,
         "plug_stack": cluster.spec.plug_stack, "cgroup": cluster.spec.cgroup_config, "login": cluster.spec.login,
-        "controller_host": controller_host(cluster), "worker_hostlist": worker_hostlist(cluster),
-        "node_gres": node_gres, "gres_types": gres_types,
-        "gpu_range": hostlist("", workers.gpus) if workers.gpus > 1 else "0",
+        "controller_host": controller_host(cluster), "worker_group": worker_group(cluster),
+        "nodesets": _nodesets(cluster), "gres_types": gres_types,
+        "feature_nodesets": sorted((f, n) for f, n in _nodesets(cluster).items() if f),
     }
 
 
@@ -81,21 +103,6 @@ def sshd_config_map(cluster: SlurmCluster) -> Obj:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": metadata(cluster, sshd_config_name(cluster), "login"),
             "data": sshd_files(cluster)}
-
-
-def slurm_config_hash(cluster: SlurmCluster, *, include_node_list: bool) -> str:
-    """Hash that rolls pods when their config changes.
-
-    Only slurmctld must restart to learn about added or removed nodes, so workers and login
-    nodes hash the files without the NodeName lines: scaling does not restart them.
-    """
-    parts = []
-    for name, text in sorted(slurm_files(cluster).items()):
-        lines = text.splitlines()
-        if not include_node_list:
-            lines = [ln for ln in lines if not ln.startswith("NodeName=")]
-        parts.append(name + "\n" + "\n".join(lines))
-    return content_hash(parts)
 
 
 def sshd_config_hash(cluster: SlurmCluster) -> str:

@@ -3,12 +3,11 @@ from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
 from soperator.render.common import Obj, object_name, resources, tcp_probe
-from soperator.render.configs import slurm_config_hash
+from soperator.render.configs import SLURMCTLD_PORT
 from soperator.render.nodes import (CONTROLLER, CONTROLLER_CAPABILITIES, headless_service, jail_volumes, node_pod,
                                     root_security_context, slurm_mounts, slurm_volumes, stateful_set)
-from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
+from soperator.render.paths import PATHS
 
-SLURMCTLD_PORT = 6817
 
 
 def _spool(cluster: SlurmCluster) -> tuple[list[Obj], list[Obj]]:
@@ -42,8 +41,8 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
     }
     pod = node_pod(cluster, spec.controller, container,
                    slurm_volumes(cluster) + spool_volumes + jail_volumes(cluster)[:1], grace_seconds=60)
-    annotations = {CONFIG_HASH_ANNOTATION: slurm_config_hash(cluster, include_node_list=True)}
-    return stateful_set(cluster, CONTROLLER, 1, pod, annotations, claim_templates)
+    # No config hash: the entrypoint sees the ConfigMap change and runs `scontrol reconfigure`.
+    return stateful_set(cluster, CONTROLLER, 1, pod, {}, claim_templates)
 
 
 def controller_service(cluster: SlurmCluster) -> Obj:
@@ -51,6 +50,3 @@ def controller_service(cluster: SlurmCluster) -> Obj:
                             [{"name": "slurmctld", "port": SLURMCTLD_PORT, "targetPort": SLURMCTLD_PORT,
                               "protocol": "TCP"}])
 
-
-def controller_endpoint(cluster: SlurmCluster) -> str:
-    return f"{object_name(cluster, CONTROLLER)}-0:{SLURMCTLD_PORT}"

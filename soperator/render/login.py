@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
-from soperator.render.common import (Obj, config_map_volume, content_hash, metadata, object_name, resources,
+from soperator.render.common import (Obj, config_map_volume, metadata, object_name, resources,
                                      secret_volume, selector_labels, tcp_probe)
-from soperator.render.configs import slurm_config_hash, sshd_config_hash, sshd_config_name
+from soperator.render.configs import conf_server, sshd_config_hash, sshd_config_name
 from soperator.render.nodes import (LOGIN, LOGIN_CAPABILITIES, headless_service, jail_mounts, jail_volumes,
                                     node_pod, node_security_context, slurm_mounts, slurm_volumes, stateful_set)
 from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
@@ -23,10 +23,11 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail},
                 {"name": "SOPERATOR_ALLOW_USER_NAMESPACES",
                  "value": "true" if spec.plug_stack.allow_user_namespaces else "false"},
-                {"name": "SOPERATOR_MAX_USER_PROCESSES", "value": str(spec.login.max_user_processes)}],
+                {"name": "SOPERATOR_MAX_USER_PROCESSES", "value": str(spec.login.max_user_processes)},
+                {"name": "SOPERATOR_CONF_SERVER", "value": conf_server(cluster)}],
         "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
         "securityContext": node_security_context(LOGIN_CAPABILITIES),
-        "volumeMounts": slurm_mounts() + jail_mounts(cluster) + [
+        "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster) + [
             {"name": "sshd-config", "mountPath": PATHS.sshd_config_dir, "readOnly": True},
             {"name": "ssh-host-keys", "mountPath": PATHS.ssh_host_keys, "readOnly": True},
         ],
@@ -34,12 +35,13 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
         "livenessProbe": tcp_probe(SSH_PORT, period=15, failures=8),
         "resources": resources(spec.login),
     }
-    volumes = slurm_volumes(cluster) + jail_volumes(cluster) + [
+    volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster) + [
         config_map_volume("sshd-config", sshd_config_name(cluster)),
         secret_volume("ssh-host-keys", ssh_host_keys_secret_name(cluster), 0o600),
     ]
     pod = node_pod(cluster, spec.login, container, volumes, grace_seconds=30)
-    digest = content_hash([slurm_config_hash(cluster, include_node_list=False), sshd_config_hash(cluster)])
+    # sshd reads its config once: a change to it rolls the login pods (Slurm's reaches sackd by reconfigure).
+    digest = sshd_config_hash(cluster)
     return stateful_set(cluster, LOGIN, spec.login.replicas, pod, {CONFIG_HASH_ANNOTATION: digest})
 
 

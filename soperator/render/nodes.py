@@ -26,18 +26,16 @@ def dns_config(cluster: SlurmCluster) -> Obj:
     return {"searches": searches}
 
 
-def slurm_volumes(cluster: SlurmCluster) -> list[Obj]:
-    return [
-        config_map_volume("slurm-configs", slurm_configs_name(cluster)),
-        secret_volume("munge-key", munge_key_secret_name(cluster), 0o400),
-    ]
+def slurm_volumes(cluster: SlurmCluster, configs: bool = True) -> list[Obj]:
+    """The munge key, and the Slurm config files where slurmctld or scontrol read them from disk
+    (`configs`); workers and login nodes fetch them from slurmctld instead (configless)."""
+    config = [config_map_volume("slurm-configs", slurm_configs_name(cluster))] if configs else []
+    return config + [secret_volume("munge-key", munge_key_secret_name(cluster), 0o400)]
 
 
-def slurm_mounts() -> list[Obj]:
-    return [
-        {"name": "slurm-configs", "mountPath": PATHS.slurm_config_dir, "readOnly": True},
-        {"name": "munge-key", "mountPath": PATHS.munge_key_dir, "readOnly": True},
-    ]
+def slurm_mounts(configs: bool = True) -> list[Obj]:
+    config = [{"name": "slurm-configs", "mountPath": PATHS.slurm_config_dir, "readOnly": True}] if configs else []
+    return config + [{"name": "munge-key", "mountPath": PATHS.munge_key_dir, "readOnly": True}]
 
 
 def jail_volumes(cluster: SlurmCluster) -> list[Obj]:
@@ -132,7 +130,9 @@ def stateful_set(cluster: SlurmCluster, component: str, replicas: int, pod_spec:
         "selector": {"matchLabels": selector_labels(cluster, component)},
         "updateStrategy": {"type": "RollingUpdate"},
         "template": {
-            "metadata": {"labels": labels(cluster, component), "annotations": dict(sorted(annotations.items()))},
+            # No empty map: the apiserver drops it, and the no-op check would then see a difference.
+            "metadata": {"labels": labels(cluster, component),
+                         **({"annotations": dict(sorted(annotations.items()))} if annotations else {})},
             "spec": pod_spec,
         },
     }

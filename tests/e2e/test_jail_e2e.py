@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import time
 import uuid
@@ -17,6 +18,7 @@ from images.build import build_all, image_ref
 from images.podman import PodmanError, podman
 from soperator.keys import generate_munge_key, generate_ssh_host_keys
 from soperator.render import KeyMaterial, render_all
+from soperator.render.configs import slurm_files
 from soperator.render.populate_jail import populate_jail_job
 from tests.cluster.controlplane import free_port
 from tests.conftest import make_cluster
@@ -274,6 +276,70 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
         assert "released: e2e-worker-0, e2e-worker-1" in cluster.steps["release-nodes"]
         assert _run(client, "sinfo -h -o '%t %D'")[1].split() == ["idle", "2"]
     assert (cluster.jail / "home" / "alice" / "note.txt").read_text() == "written-on-login\n"
+
+
+def test_workers_scale_take_a_new_config_and_come_back_with_no_restart(cluster):
+    """Dynamic, configless nodes: scaling out and in, a partition limit change under a running job, and
+    a worker killed without notice and started again under its name. slurmctld is one process
+    throughout, and no container is replaced by the config change."""
+    assert cluster.populate("first")["action"] == "populated"
+    worker = cluster.pod("StatefulSet", "e2e-worker")
+    cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
+    for i in range(2):
+        cluster.start(f"e2e-worker-{i}", worker)
+
+    def ctl(*argv: str) -> str:
+        return podman("exec", "e2e-controller-0", *argv, check=False).stdout
+
+    def idle_nodes() -> list[str]:
+        return sorted(line.split()[0] for line in ctl("sinfo", "-h", "-N", "-o", "%N %t").splitlines()
+                      if line.split()[1:] == ["idle"])
+
+    def all_nodes() -> list[str]:
+        return sorted(set(ctl("sinfo", "-h", "-N", "-o", "%N").split()))
+
+    _wait(lambda: idle_nodes() == ["e2e-worker-0", "e2e-worker-1"], 120, "two workers to register")
+    slurmctld = ctl("cat", "/run/slurmctld.pid").strip()
+    assert slurmctld
+
+    # Scale out: a third pod registers itself; slurm.conf is not touched.
+    cluster.start("e2e-worker-2", worker)
+    _wait(lambda: idle_nodes() == ["e2e-worker-0", "e2e-worker-1", "e2e-worker-2"], 120, "the third worker")
+
+    # A partition limit changes while a job runs: the ConfigMap changes under the controller, which
+    # reconfigures; the job ends by itself and no container is replaced.
+    containers = {name: podman("inspect", "--format", "{{.Id}}", name).stdout.strip()
+                  for name in ("e2e-controller-0", "e2e-worker-0", "e2e-worker-1", "e2e-worker-2")}
+    job = ctl("sbatch", "--parsable", "-N1", "-w", "e2e-worker-2", "-o", "/dev/null", "--wrap", "sleep 12").strip()
+    _wait(lambda: "JobState=RUNNING" in ctl("scontrol", "-o", "show", "job", job), 60, "the job to run")
+    changed = slurm_files(_cluster(partitions=[{"name": "main", "default": True, "maxTime": "45"}]))
+    cluster.store.update_config_map("e2e-slurm-configs", changed)
+    _wait(lambda: "MaxTime=00:45:00" in ctl("scontrol", "show", "partition", "main"), 60, "the new limit")
+    assert "JobState=RUNNING" in ctl("scontrol", "-o", "show", "job", job)
+    _wait(lambda: "JobState=COMPLETED" in ctl("scontrol", "-o", "show", "job", job), 60, "the job to complete")
+    assert {name: podman("inspect", "--format", "{{.Id}}", name).stdout.strip() for name in containers} == containers
+    # Every slurmd has the new file (configless: fetched on reconfigure), no restart needed.
+    for name in ("e2e-worker-0", "e2e-worker-2"):
+        assert "MaxTime=45" in podman("exec", name, "cat", "/run/slurm/conf/slurm.conf").stdout
+
+    # Scale in: pods that go away (SIGTERM) take their node records along.
+    podman("stop", "-t", "30", "e2e-worker-2", "e2e-worker-1")
+    _wait(lambda: all_nodes() == ["e2e-worker-0"], 60, "Slurm to list the one live worker")
+
+    # A worker killed without notice (no record deleted) comes back under its name and runs a job.
+    # Until slurmd's timeout Slurm still shows the old record idle: wait for the new registration.
+    def started() -> str:
+        return re.findall(r"SlurmdStartTime=(\S+)", ctl("scontrol", "show", "node", "e2e-worker-0"))[0]
+
+    before = started()
+    time.sleep(1.1)  # start times have one-second resolution
+    podman("rm", "-f", "-t", "0", "e2e-worker-0")
+    cluster.start("e2e-worker-0", worker)
+    _wait(lambda: started() != before and idle_nodes() == ["e2e-worker-0"], 120, "the worker to register again")
+    step = podman("exec", "e2e-controller-0", "srun", "-N1", "-w", "e2e-worker-0", "--chdir=/tmp", "cat",
+                  "/etc/soperator-jail-release", check=False)
+    assert step.stdout.startswith("soperator jail"), (step.stderr, podman("logs", "e2e-worker-0").stderr[-3000:])
+    assert ctl("cat", "/run/slurmctld.pid").strip() == slurmctld
 
 
 def test_worker_refuses_to_start_on_an_unpopulated_jail(cluster):

@@ -1,34 +1,39 @@
-"""The rendered Slurm configs are accepted by a real slurmctld (Debian's slurm-wlm)."""
+"""The rendered Slurm configs are accepted by a real slurmctld (the node image's Slurm 24.11), and a
+worker registers as the worker pods do: a dynamic node, configless."""
 import pytest
 
-from soperator.render.configs import controller_host, slurm_files
+from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from tests.conftest import make_cluster
 from tests.support.slurm import run_controller
 
 pytestmark = pytest.mark.slurm
 
 
-def test_rendered_config_brings_slurmctld_up(tmp_path, keys):
+def test_rendered_config_brings_slurmctld_up_and_a_worker_registers_itself(tmp_path, keys):
     cluster = make_cluster(
-        partitions=[{"name": "cpu", "default": True}, {"name": "debug", "maxTime": "01:00:00"}],
-        workers={"replicas": 5, "cpus": 4, "realMemoryMib": 8000, "gpus": 2, "features": ["fast"]},
-        slurmConfig={"extra": {"PriorityType": "priority/basic"}})
-    result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path)
+        partitions=[{"name": "cpu", "default": True}, {"name": "debug", "maxTime": "01:00:00"},
+                    {"name": "quick", "nodeFeature": "fast"}],
+        workers={"replicas": 5, "cpus": 2, "realMemoryMib": 2000, "features": ["fast"]},
+        slurmConfig={"extra": {"PriorityType": "priority/basic"}, "proctrackType": "proctrack/linuxproc",
+                     "taskPlugin": "task/none"})
+    result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path,
+                            worker=("demo-worker-3", worker_node_conf(cluster)))
     assert result["ready"], result["log"]
+    # Only the worker that registered exists, in every partition that takes its features.
     sinfo = {line.split("|")[0]: line.split("|")[1] for line in result["sinfo"].split()}
-    assert sinfo == {"cpu": "demo-worker-[0-4]", "debug": "demo-worker-[0-4]"}
+    assert sinfo == {"cpu": "demo-worker-3", "debug": "demo-worker-3", "quick": "demo-worker-3"}
     assert "MaxTime=01:00:00" in result["partitions"]
-    node = [ln for ln in result["nodes"].splitlines() if ln.startswith("NodeName=demo-worker-3 ")][0]
-    assert "CPUTot=4" in node and "RealMemory=8000" in node and "Gres=gpu:2" in node
-    assert "AvailableFeatures=fast" in node
+    (node,) = [ln for ln in result["nodes"].splitlines() if ln.startswith("NodeName=")]
+    assert node.startswith("NodeName=demo-worker-3 ") and "CPUTot=2" in node and "RealMemory=2000" in node
+    assert "AvailableFeatures=demo-worker,fast" in node and "DYNAMIC" in node
     assert "ClusterName             = demo" in result["config"]
 
 
-def test_single_worker_and_many_workers(tmp_path, keys):
-    cluster = make_cluster(workers={"replicas": 2000})
+def test_room_for_many_workers_costs_no_node_lines(tmp_path, keys):
+    cluster = make_cluster(workers={"replicas": 5000}, slurmConfig={"maxNodeCount": 65536})
     result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path)
     assert result["ready"], result["log"]
-    assert result["nodes"].count("NodeName=") == 2000
+    assert "MaxNodeCount            = 65536" in result["config"] and "NodeName=" not in result["nodes"]
 
 
 def test_broken_config_is_refused(tmp_path, keys):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from soperator.render.configs import controller_host, slurm_files
+from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from tests.conftest import make_cluster
 from tests.support.slurm import SlurmSandbox
 from tests.support.thin_jail import MARKER, make_thin_jail
@@ -26,7 +26,7 @@ def _cluster():
 def _sandbox(tmp_path, keys, jail):
     cluster = _cluster()
     box = SlurmSandbox(tmp_path / "box", slurm_files(cluster), controller_host(cluster), keys.munge_key,
-                       names=[NODE], slurmd=NODE, jail=jail)
+                       names=[NODE], slurmd=NODE, jail=jail, node_conf=worker_node_conf(cluster))
     assert box.status["ready"], (box.status, box.log("slurmd.log"), box.log("slurmctld.log"))
     return box
 

@@ -41,6 +41,16 @@ class VolumeStore:
         path.chmod(0o777)  # as a kubelet makes an emptyDir: writable whatever user the pod runs as
         return path
 
+    def update_config_map(self, name: str, data: dict[str, str]) -> None:
+        """Change a ConfigMap under running pods the way a kubelet does: each file swapped whole, so a
+        reader sees the old or the new file, never a half-written one."""
+        path = self.root / "ConfigMap" / name
+        for file, text in data.items():
+            tmp = path / f".{file}.new"
+            tmp.write_text(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path / file)
+
     def _materialise(self, volume: dict) -> Path:
         # Once per volume: rewriting a file that a running container reads shows it an empty file.
         key = json.dumps(volume, sort_keys=True)

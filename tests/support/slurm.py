@@ -41,7 +41,7 @@ class SlurmSandbox:
 
     def __init__(self, work: Path, files: dict[str, str], hostname: str, munge_key: bytes,
                  names: list[str] = (), slurmd: str | None = None, jail: Path | None = None,
-                 prepare_jail: bool = True):
+                 prepare_jail: bool = True, node_conf: str = "CPUs=1 RealMemory=1024"):
         image = node_image()
         self.work = work
         config = work / "etc-slurm"
@@ -53,7 +53,8 @@ class SlurmSandbox:
         os.chmod(work, 0o755)
         spec = {"hostname": hostname, "names": [hostname, *names], "config_dir": str(config),
                 "munge_key": str(key), "slurmd": slurmd, "jail": str(jail) if jail else None,
-                "prepare_jail": prepare_jail, "jail_mount": PATHS.jail, "slurmd_log": PATHS.slurmd_log}
+                "prepare_jail": prepare_jail, "jail_mount": PATHS.jail, "slurmd_log": PATHS.slurmd_log,
+                "node_conf": node_conf}
         (work / "spec.json").write_text(json.dumps(spec))
         self.name = f"soperator-slurm-{uuid.uuid4().hex[:10]}"
         volumes = [str(work)] + ([str(jail)] if jail and jail.exists() else [])
@@ -115,9 +116,13 @@ class SlurmSandbox:
         self.close()
 
 
-def run_controller(files: dict[str, str], hostname: str, munge_key: bytes, work: Path) -> dict:
-    """Start slurmctld with exactly these config files; return what it serves, or why it did not start."""
-    with SlurmSandbox(work, files, hostname, munge_key) as box:
+def run_controller(files: dict[str, str], hostname: str, munge_key: bytes, work: Path,
+                   worker: tuple[str, str] | None = None) -> dict:
+    """Start slurmctld with exactly these config files, and a worker (name, its `slurmd --conf`) if
+    given; return what it serves, or why it did not start."""
+    name, conf = worker or (None, "")
+    with SlurmSandbox(work, files, hostname, munge_key, names=[name] if name else [], slurmd=name,
+                      node_conf=conf) as box:
         result = dict(box.status)
         if box.status["ready"]:
             result.update({

@@ -112,7 +112,9 @@ def boot(work: str, spec: dict) -> tuple[dict, list[subprocess.Popen]]:
     if node:
         if spec.get("prepare_jail"):
             prepare_jail(spec["jail_mount"])
-        slurmd = start(work, "slurmd-console", ["slurmd", "-D", "-N", node])
+        # A dynamic node, configless, as a worker pod starts it (soperator/node/roles.py).
+        slurmd = start(work, "slurmd-console", ["slurmd", "-D", "-Z", "--conf-server", f"{spec['hostname']}:6817",
+                                                "--conf", spec["node_conf"], "-N", node])
         procs.append(slurmd)
         if not wait(slurmd, lambda: output("sinfo", "-h", "-n", node, "-o", "%t").strip() == "idle", 30):
             return {"ready": False, "failed": "slurmd", "exit_code": slurmd.poll()}, procs

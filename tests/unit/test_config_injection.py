@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from soperator.api import SpecError, parse_cluster
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
-from soperator.render.configs import slurm_files, sshd_files
+from soperator.render.configs import slurm_files, sshd_files, worker_node_conf
 from tests.support.slurm_grammar import parse
 
 MARK = "Zq9mark"  # a value every field accepts and no template writes by itself
+NODE_CONF = "slurmd --conf"  # what a worker registers with: a node line, parsed as Slurm parses one
 BASE = {"apiVersion": "slurm.soperator.dev/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "prop"},
         "spec": {"workers": {"replicas": 2, "gres": ["shard:8"], "features": ["fast"]},
                  "partitions": [{"name": "main", "default": True, "extra": {"AllowGroups": "hpc"}},
@@ -43,6 +44,12 @@ def _set_key(doc: dict, path: tuple, key: str) -> None:
     parent[last] = {key: "1"}
 
 
+def _set_feature(doc: dict, path: tuple, value: str) -> None:
+    """A partition takes the workers that have a feature: the same string in both places."""
+    _set_value(doc, path, value)
+    doc["spec"]["workers"]["features"][0] = value
+
+
 # (file, where in the spec, how the string goes in, what the MARK looks like in the file)
 FIELDS = [
     ("slurm.conf", ("slurmConfig", "extra", "SchedulerParameters"), _set_value),
@@ -51,12 +58,13 @@ FIELDS = [
     ("slurm.conf", ("slurmConfig", "selectTypeParameters"), _set_value),
     ("slurm.conf", ("slurmConfig", "taskPlugin"), _set_value),
     ("slurm.conf", ("partitions", 0, "name"), _set_value),
-    ("slurm.conf", ("partitions", 0, "nodes"), _set_value),
+    ("slurm.conf", ("partitions", 0, "nodeFeature"), _set_feature),
+    (NODE_CONF, ("partitions", 0, "nodeFeature"), _set_feature),
     ("slurm.conf", ("partitions", 1, "maxTime"), _set_value),
     ("slurm.conf", ("partitions", 0, "extra", "AllowGroups"), _set_value),
     ("slurm.conf", ("partitions", 0, "extra"), _set_key),
-    ("slurm.conf", ("workers", "features", 0), _set_value),
-    ("slurm.conf", ("workers", "gres", 0), _set_value),
+    (NODE_CONF, ("workers", "features", 0), _set_value),
+    (NODE_CONF, ("workers", "gres", 0), _set_value),
     ("slurm.conf", ("healthCheck", "program"), _set_value),
     ("cgroup.conf", ("cgroupConfig", "extra", "AllowedRAMSpace"), _set_value),
     ("cgroup.conf", ("cgroupConfig", "extra"), _set_key),
@@ -76,7 +84,7 @@ def _file(doc: dict, name: str) -> str | None:
         cluster = parse_cluster(doc)
     except SpecError:
         return None
-    return slurm_files(cluster)[name]
+    return worker_node_conf(cluster) + "\n" if name == NODE_CONF else slurm_files(cluster)[name]
 
 
 @pytest.mark.parametrize(("name", "path", "put"), FIELDS, ids=lambda x: ".".join(map(str, x)) if isinstance(x, tuple) else getattr(x, "__name__", x))

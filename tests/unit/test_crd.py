@@ -109,4 +109,4 @@ def test_defaults_in_schema_match_the_models():
     assert spec["default"] == {}
     assert spec["properties"]["workers"]["properties"]["replicas"]["default"] == 2
     assert spec["properties"]["partitions"]["default"] == [
-        {"default": True, "extra": {}, "maxTime": "INFINITE", "name": "main", "nodes": "ALL", "state": "UP"}]
+        {"default": True, "extra": {}, "maxTime": "INFINITE", "name": "main", "state": "UP"}]
