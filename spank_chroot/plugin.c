@@ -2,7 +2,8 @@
  * into the jail given as the plugin argument.
  *
  * Fail closed twice. Returning an error from init_post_opt is not enough: measured with Slurm
- * 22.05, slurmstepd logs "required plugin ... failed" and still runs the tasks on the host root.
+ * 22.05 and 24.11 (bench/fail_closed.py), slurmstepd logs "required plugin ... failed" and still
+ * runs the tasks on the host root.
  * So each task also passes through task_init_privileged, in the forked task just before exec, and
  * exits there unless its step really entered the jail (or is a step that stays on the host). */
 #include <slurm/spank.h>

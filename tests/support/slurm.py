@@ -41,7 +41,8 @@ class SlurmSandbox:
 
     def __init__(self, work: Path, files: dict[str, str], hostname: str, munge_key: bytes,
                  names: list[str] = (), slurmd: str | None = None, jail: Path | None = None,
-                 prepare_jail: bool = True, node_conf: str = "CPUs=1 RealMemory=1024"):
+                 prepare_jail: bool = True, node_conf: str = "CPUs=1 RealMemory=1024",
+                 plugin: Path | None = None):
         image = node_image()
         self.work = work
         config = work / "etc-slurm"
@@ -61,7 +62,10 @@ class SlurmSandbox:
         self.proc = subprocess.Popen(
             [shutil.which("podman") or "podman", "run", "-i", "--rm", "--name", self.name, "--init",
              "--privileged", "--network", "none", *[a for v in volumes for a in ("-v", f"{v}:{v}")],
-             "-v", f"{SANDBOX}:{IN_CONTAINER}:ro", "--entrypoint", "python3", image, IN_CONTAINER, str(work)],
+             "-v", f"{SANDBOX}:{IN_CONTAINER}:ro",
+             # A plugin built otherwise (bench/fail_closed.py measures one), in place of the image's.
+             *(["-v", f"{plugin}:/opt/soperator/lib/spank_chroot.so:ro"] if plugin else []),
+             "--entrypoint", "python3", image, IN_CONTAINER, str(work)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(work / "sandbox.err", "w"), text=True,
             env=podman_env())
         self.status = self._reply(timeout=120)
