@@ -24,6 +24,9 @@ class Images(ApiModel):
     login: Optional[ImageRef] = None
     populate_jail: Optional[ImageRef] = None
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    pull_secrets: list[DnsLabel] = Field(
+        default_factory=list, max_length=16,
+        description="Secrets (kubernetes.io/dockerconfigjson) every pod of the cluster pulls its image with")
 
     def ref(self, component: str) -> str:
         given = getattr(self, component.replace("-", "_"))
@@ -63,6 +66,9 @@ class WorkerSpec(ComponentBase):
     cpus: int = Field(default=1, ge=1, le=16384)
     real_memory_mib: int = Field(default=1024, ge=1, description="RealMemory of each node, in MiB")
     gpus: int = Field(default=0, ge=0, le=64)
+    gpu_type: Optional[SlurmName] = Field(
+        default=None, description="the GPUs' Slurm type (as NVML names them, e.g. nvidia_h100_80gb_hbm3): "
+        "jobs then ask for --gres=gpu:<type>:N")
     gres: list[GresEntry] = Field(
         default_factory=list, max_length=16, description="more Gres= entries 'name[:type]:count', e.g. 'shard:8'",
         json_schema_extra=cel(("self.all(g, !g.startsWith('gpu:'))", "GPUs are set by gpus, not as gres")))

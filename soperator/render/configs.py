@@ -45,7 +45,8 @@ def _nodesets(cluster: SlurmCluster) -> dict[str | None, str]:
 
 def _node_gres(cluster: SlurmCluster) -> list[str]:
     workers = cluster.spec.workers
-    return ([f"gpu:{workers.gpus}"] if workers.gpus else []) + list(workers.gres)
+    gpu = f"gpu:{workers.gpu_type}:{workers.gpus}" if workers.gpu_type else f"gpu:{workers.gpus}"
+    return ([gpu] if workers.gpus else []) + list(workers.gres)
 
 
 def worker_node_conf(cluster: SlurmCluster) -> str:

@@ -116,8 +116,14 @@ def node_pod(cluster: SlurmCluster, component: ComponentBase, container: Obj, vo
         "terminationGracePeriodSeconds": grace_seconds,
         "containers": [container],
         "volumes": volumes,
+        **pull_secrets(cluster),
         **scheduling(component),
     }
+
+
+def pull_secrets(cluster: SlurmCluster) -> Obj:
+    secrets = cluster.spec.images.pull_secrets
+    return {"imagePullSecrets": [{"name": s} for s in secrets]} if secrets else {}
 
 
 def stateful_set(cluster: SlurmCluster, component: str, replicas: int, pod_spec: Obj,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
 from soperator.render.common import Obj, labels, metadata, object_name
-from soperator.render.nodes import (CONTROLLER_CAPABILITIES, jail_volumes, root_security_context, slurm_mounts,
-                                    slurm_volumes)
+from soperator.render.nodes import (CONTROLLER_CAPABILITIES, jail_volumes, pull_secrets, root_security_context,
+                                    slurm_mounts, slurm_volumes)
 from soperator.render.paths import PATHS
 
 POPULATE_JAIL = "populate-jail"
@@ -56,6 +56,7 @@ def populate_jail_job(cluster: SlurmCluster, hold_nodes: bool | None = None) -> 
         "enableServiceLinks": False,
         "containers": [container],
         "volumes": jail,
+        **pull_secrets(cluster),
     }
     if hold:
         pod |= {"initContainers": [_slurm_step(cluster, "hold-nodes"), container],

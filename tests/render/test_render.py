@@ -5,7 +5,7 @@ import json
 import pytest
 
 from soperator.render import render_all
-from soperator.render.configs import slurm_files
+from soperator.render.configs import slurm_files, worker_node_conf
 from soperator.render.paths import CONFIG_HASH_ANNOTATION
 from soperator.render.populate_jail import populate_jail_job
 from soperator.yamlio import dump_all
@@ -208,3 +208,13 @@ def test_controller_and_populate_run_as_root_with_only_their_capabilities():
         ctx = container["securityContext"]
         assert ctx["capabilities"] == {"drop": ["ALL"], "add": caps}, container["name"]
         assert ctx["allowPrivilegeEscalation"] is False and ctx["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+def test_pull_secrets_reach_every_pod_and_gpus_register_with_their_type():
+    cluster = make_cluster(images={"pullSecrets": ["site-registry"]}, workers={"gpus": 8, "gpuType": "h100"},
+                           populateJail={"overwrite": True})
+    objects = render_all(cluster, None) + [populate_jail_job(cluster, hold_nodes=True)]
+    pods = [o["spec"]["template"]["spec"] for o in objects if o["kind"] in ("StatefulSet", "Job")]
+    assert len(pods) == 5 and all(p["imagePullSecrets"] == [{"name": "site-registry"}] for p in pods)
+    assert worker_node_conf(cluster).endswith(" Gres=gpu:h100:8")
+    assert "imagePullSecrets" not in json.dumps(render_all(make_cluster(), None))
