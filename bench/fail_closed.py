@@ -47,7 +47,7 @@ def run(label: str, plugin: Path | None, work: Path) -> None:
         "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
     with SlurmSandbox(work / "box", slurm_files(cluster), controller_host(cluster), generate_munge_key(),
                       names=[NODE], slurmd=NODE, jail=work / "no-such-jail", node_conf=worker_node_conf(cluster),
-                      plugin=plugin) as box:
+                      mounts={"/opt/soperator/lib/spank_chroot.so": plugin} if plugin else None) as box:
         if not box.status["ready"]:
             raise SystemExit(f"sandbox not ready: {box.status}")
         job = box.run("sh", "-c", "cd /tmp && sbatch --parsable -o /tmp/out-%j --wrap 'touch /tmp/batch-ran'")

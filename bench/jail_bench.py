@@ -6,8 +6,8 @@
   python -m bench.jail_bench all
 
 Plugin and no-plugin runs alternate in rounds on the same slurmctld/slurmd (the node image's Slurm
-24.11, in a container whose PID 1 reaps the slurmstepds each step leaves): plugstack.conf is read at
-every step launch, so switching it needs no restart.
+24.11, in a container whose PID 1 reaps the slurmstepds each step leaves). slurmd is configless, so
+each switch of plugstack.conf is a `scontrol reconfigure`, waited for until slurmd's copy has it.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from tests.support.slurm import SlurmSandbox
 from tests.support.thin_jail import make_thin_jail
 
 NODE = "bench-worker-0"
+NO_PLUGIN = "# no plugin: steps run on the node's root\n"
 
 
 def _sandbox(work: Path) -> tuple[SlurmSandbox, Path, dict[str, str]]:
@@ -42,13 +43,24 @@ def _sandbox(work: Path) -> tuple[SlurmSandbox, Path, dict[str, str]]:
     return box, work / "box" / "etc-slurm" / "plugstack.conf", files
 
 
+def use_plugstack(box, plugstack: Path, text: str) -> None:
+    """Switch plugstack.conf for the next steps. slurmd is configless: its steps read the copy it
+    fetched, so the change goes through `scontrol reconfigure` and is waited for in slurmd's copy."""
+    plugstack.write_text(text)
+    assert box.run("scontrol", "reconfigure").returncode == 0
+    deadline = time.monotonic() + 60
+    while box.run("cat", "/run/slurm/conf/plugstack.conf").stdout != text:
+        assert time.monotonic() < deadline, "slurmd did not fetch the new plugstack.conf"
+        time.sleep(0.2)
+
+
 def _alternate(box, plugstack: Path, plugged: str, measure, rounds: int) -> dict[str, list[float]]:
     results: dict[str, list[float]] = {"plugin": [], "none": []}
     for i in range(rounds):
         for mode in (("plugin", "none") if i % 2 == 0 else ("none", "plugin")):
-            plugstack.write_text(plugged if mode == "plugin" else "")
+            use_plugstack(box, plugstack, plugged if mode == "plugin" else NO_PLUGIN)
             results[mode].extend(measure(box))
-    plugstack.write_text(plugged)
+    use_plugstack(box, plugstack, plugged)
     return results
 
 

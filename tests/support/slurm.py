@@ -42,7 +42,7 @@ class SlurmSandbox:
     def __init__(self, work: Path, files: dict[str, str], hostname: str, munge_key: bytes,
                  names: list[str] = (), slurmd: str | None = None, jail: Path | None = None,
                  prepare_jail: bool = True, node_conf: str = "CPUs=1 RealMemory=1024",
-                 plugin: Path | None = None):
+                 mounts: dict[str, Path] | None = None):
         image = node_image()
         self.work = work
         config = work / "etc-slurm"
@@ -63,8 +63,9 @@ class SlurmSandbox:
             [shutil.which("podman") or "podman", "run", "-i", "--rm", "--name", self.name, "--init",
              "--privileged", "--network", "none", *[a for v in volumes for a in ("-v", f"{v}:{v}")],
              "-v", f"{SANDBOX}:{IN_CONTAINER}:ro",
-             # A plugin built otherwise (bench/fail_closed.py measures one), in place of the image's.
-             *(["-v", f"{plugin}:/opt/soperator/lib/spank_chroot.so:ro"] if plugin else []),
+             # Files put in place of the image's (path in the container -> file here): a plugin built
+             # otherwise, as bench/fail_closed.py measures one.
+             *[a for target, source in (mounts or {}).items() for a in ("-v", f"{source}:{target}:ro")],
              "--entrypoint", "python3", image, IN_CONTAINER, str(work)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(work / "sandbox.err", "w"), text=True,
             env=podman_env())
