@@ -44,3 +44,16 @@ def test_broken_config_is_refused(tmp_path, keys):
     assert not result["ready"]
     assert result["exit_code"] != 0
     assert "NoSuchSlurmKey" in result["log"]
+
+
+def test_a_gpu_worker_on_a_node_without_nvidias_library_is_refused_visibly(tmp_path, keys):
+    """gres.conf says AutoDetect=nvml: the image's gpu/nvml plugin loads NVIDIA's libnvidia-ml at run
+    time (a GPU node's container toolkit provides it). Without it slurmd finds no GPU, and Slurm drains
+    the node with the reason, so no GPU job lands on a node whose GPUs it cannot see."""
+    cluster = make_cluster(workers={"replicas": 1, "gpus": 1},
+                           slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"})
+    result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path,
+                            worker=("demo-worker-0", worker_node_conf(cluster)))
+    assert not result["ready"] and result["failed"] == "slurmd"
+    assert "gres/gpu count reported lower than configured (0 < 1)" in result["log"]
+    assert "libnvidia-ml.so.1" in (tmp_path / "slurmd.log").read_text()
