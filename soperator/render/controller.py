@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
-from soperator.render.common import Obj, object_name, resources, tcp_probe
+from soperator.render.common import Obj, resources, tcp_probe
 from soperator.render.configs import SLURMCTLD_PORT
 from soperator.render.nodes import (CONTROLLER, CONTROLLER_CAPABILITIES, headless_service, jail_volumes, node_pod,
                                     root_security_context, slurm_mounts, slurm_volumes, stateful_set)

@@ -1,8 +1,6 @@
-"""Renderer properties: deterministic, labelled, owned, and the config hash rolls only what must roll."""
+"""Renderer properties: deterministic, labelled, owned; what a change (scale, Slurm settings, sshd) replaces."""
 import base64
 import json
-
-import pytest
 
 from soperator.render import render_all
 from soperator.render.configs import slurm_files, worker_node_conf

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from soperator.node.hold import REASON, parse_nodes
-from tests.spank.test_slurmd_jail import NODE, _sandbox, _submit, jail  # noqa: F401 - a fixture
+from tests.spank.test_slurmd_jail import NODE, _sandbox, _submit
 
 pytestmark = pytest.mark.slurm
 # The image's copy of the node package (soperator_node), run by the image's Python.

@@ -11,7 +11,7 @@ import pytest
 from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from tests.conftest import make_cluster
 from tests.support.slurm import SlurmSandbox
-from tests.support.thin_jail import MARKER, make_thin_jail
+from tests.support.thin_jail import MARKER
 
 pytestmark = pytest.mark.slurm
 NODE = "demo-worker-0"
@@ -35,11 +35,6 @@ def _submit(box, script: str, *args: str) -> str:
     proc = box.run("sh", "-c", f"cat <<'EOF' | sbatch --parsable {' '.join(args)}\n{script}\nEOF")
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().split(";")[0]
-
-
-@pytest.fixture
-def jail(tmp_path):
-    return make_thin_jail(tmp_path / "jail")
 
 
 def test_batch_job_runs_inside_the_jail(tmp_path, keys, jail):
