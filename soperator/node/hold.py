@@ -9,10 +9,10 @@ Slurm cannot vouch for (not responding, or scontrol failing) is never taken for 
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from dataclasses import dataclass
 
+from .scontrol import scontrol
 from .supervise import log
 
 REASON = "soperator:populate-jail-overwrite"
@@ -57,13 +57,9 @@ def parse_nodes(text: str) -> list[Node]:
     return nodes
 
 
-def _scontrol(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=60)
-
-
 def observe() -> list[Node] | None:
     """Every node slurmctld knows, or None when it did not answer (unknown, never 'drained')."""
-    proc = _scontrol("-o", "show", "node")
+    proc = scontrol("-o", "show", "node")
     if proc.returncode != 0:
         log(f"Slurm state unknown: scontrol: {proc.stderr.strip() or proc.returncode}")
         return None
@@ -72,7 +68,7 @@ def observe() -> list[Node] | None:
 
 def _update(names: list[str], *settings: str) -> None:
     if names:
-        proc = _scontrol("update", f"NodeName={','.join(names)}", *settings)
+        proc = scontrol("update", f"NodeName={','.join(names)}", *settings)
         if proc.returncode != 0:
             log(f"scontrol update {' '.join(settings)} for {', '.join(names)}: {proc.stderr.strip()}")
 

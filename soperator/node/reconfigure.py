@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import threading
 
+from .scontrol import scontrol
 from .supervise import log
 
 
@@ -24,22 +23,21 @@ def config_digest(directory: str) -> str:
     return digest.hexdigest()
 
 
-def watch(directory: str, stop: threading.Event, interval: float = 5.0) -> None:
-    applied = config_digest(directory)
-    while not stop.wait(interval):
-        current = config_digest(directory)
-        if current == applied:
-            continue
-        proc = subprocess.run(["scontrol", "reconfigure"], capture_output=True, text=True, timeout=120)
+class ConfigWatch:
+    """One look at the files, for the supervisor's loop to call every few seconds (from the loop, not
+    a thread: the loop reaps every child and would take scontrol's exit status from under a thread)."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self.applied = config_digest(directory)
+
+    def __call__(self) -> None:
+        current = config_digest(self.directory)
+        if current == self.applied:
+            return
+        proc = scontrol("reconfigure", timeout=120)
         if proc.returncode == 0:
-            applied = current
+            self.applied = current
             log(f"Slurm configuration changed: reconfigured ({current[:12]})")
-        else:  # slurmctld busy or restarting: the next round tries again
+        else:  # slurmctld busy or restarting: the next look tries again
             log(f"scontrol reconfigure failed: {proc.stderr.strip() or proc.returncode}")
-
-
-def start_watcher(directory: str) -> threading.Event:
-    """Watch in a daemon thread; set the returned event to stop."""
-    stop = threading.Event()
-    threading.Thread(target=watch, args=(directory, stop), daemon=True, name="reconfigure").start()
-    return stop

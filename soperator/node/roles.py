@@ -11,7 +11,8 @@ import subprocess
 
 from .hold import hold, release
 from .mounts import LOGIN, WORKER, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
-from .reconfigure import start_watcher
+from .reconfigure import ConfigWatch
+from .scontrol import scontrol
 from .supervise import Supervisor, log, wait_for_path
 
 # Kept in step with soperator/render/paths.py (this package cannot import the operator).
@@ -74,7 +75,7 @@ def controller(sup: Supervisor) -> None:
     shutil.chown("/var/spool/slurmctld", "slurm", "slurm")
     start_munged(sup)
     sup.start("slurmctld", ["slurmctld", "-D", "-f", SLURM_CONF])
-    start_watcher(os.path.dirname(SLURM_CONF))
+    sup.every(5.0, ConfigWatch(os.path.dirname(SLURM_CONF)))
 
 
 def sticky_shm() -> None:
@@ -129,7 +130,7 @@ def forget_node() -> None:
     """A worker pod that goes away takes its node record along (a dynamic node's record otherwise
     stays, DOWN), so Slurm lists the live workers only. Slurm refuses while a job still runs there."""
     name = socket.gethostname()
-    proc = subprocess.run(["scontrol", "delete", f"NodeName={name}"], capture_output=True, text=True, timeout=60)
+    proc = scontrol("delete", f"NodeName={name}")
     log(f"node {name} deleted from Slurm" if proc.returncode == 0 else
         f"node {name} not deleted from Slurm: {proc.stderr.strip() or proc.returncode}")
 

@@ -23,6 +23,8 @@ class Supervisor:
         # Run once the daemon of that name has stopped for good (SIGTERM: the pod is going away),
         # while the daemons started before it still run.
         self.after_stop: dict[str, Callable[[], None]] = {}
+        # [interval, next due, work]: run by wait()'s loop, in the main thread, between reaps.
+        self.periodic: list[list] = []
         self.stopping = False
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
@@ -39,6 +41,11 @@ class Supervisor:
         if after_stop:
             self.after_stop[name] = after_stop
         return proc
+
+    def every(self, interval: float, work: Callable[[], None]) -> None:
+        """Run `work` every `interval` seconds from wait()'s loop. Anything that starts processes
+        belongs here, not in a thread: reap() collects every exited child, a thread's too."""
+        self.periodic.append([interval, time.monotonic() + interval, work])
 
     def start_notified(self, name: str, argv: list[str], timeout: float, owner: str | None = None,
                        **kw) -> subprocess.Popen:
@@ -60,8 +67,7 @@ class Supervisor:
                 raise RuntimeError(f"{name} did not report ready within {timeout:.0f} s "
                                    f"(exit code {proc.poll()})")
         sock.settimeout(None)
-        threading.Thread(target=lambda: [None for _ in iter(lambda: sock.recv(4096), b"")],
-                         daemon=True, name=f"{name}-notify").start()
+        threading.Thread(target=_drain, args=(sock,), daemon=True, name=f"{name}-notify").start()
         return proc
 
     def _stop(self, signum, _frame) -> None:
@@ -107,7 +113,24 @@ class Supervisor:
                     log(f"{name} exited with {code}; stopping the node")
                     self.stop()
                     return code or 1
+            self._run_due()
             time.sleep(0.5)
+
+    def _run_due(self) -> None:
+        now = time.monotonic()
+        for task in self.periodic:
+            if now >= task[1]:
+                task[1] = now + task[0]
+                try:
+                    task[2]()
+                except (OSError, subprocess.SubprocessError) as exc:  # next round tries again
+                    log(f"periodic work failed: {exc}")
+
+
+def _drain(sock: socket.socket) -> None:
+    """Keep reading a daemon's later notifications (STATUS=…), so its sends never block."""
+    while sock.recv(4096):
+        pass
 
 
 def _receive(sock: socket.socket) -> bytes:

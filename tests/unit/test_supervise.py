@@ -38,3 +38,23 @@ def test_orphans_are_reaped_and_the_daemons_exit_code_kept():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+PERIODIC = """
+import subprocess
+from soperator.node.supervise import Supervisor
+sup = Supervisor()
+codes = []
+sup.every(0.1, lambda: codes.append(subprocess.run(["sh", "-c", "exit 3"]).returncode))
+sup.start("daemon", ["sh", "-c", "sleep 2; exit 7"])
+code = sup.wait()
+print(code, len(codes), sorted(set(codes)))
+"""
+
+
+def test_periodic_work_runs_in_the_loop_and_keeps_its_childrens_exit_codes():
+    """Work that starts processes runs between reaps, so reap() never takes its child's status
+    (a thread would race it: subprocess then reports 0 for a child it could not wait for)."""
+    out = subprocess.run([sys.executable, "-c", PERIODIC], cwd=ROOT, capture_output=True, text=True,
+                         timeout=30).stdout.split()
+    assert out[0] == "7" and int(out[1]) >= 2 and out[2:] == ["[3]"], out
