@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from typing import Any, Iterator
 
@@ -96,9 +97,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     handlers.WATCHED_NAMESPACES[:] = args.namespace or []
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # An explicit identity: kopf's default asks getpass for a user name, and a container running as
+    # a UID with no passwd entry (any securityContext.runAsUser) has none.
     kopf.run(clusterwide=not args.namespace, namespaces=args.namespace or [],
              liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-             standalone=True)
+             standalone=True, identity=f"soperator@{socket.gethostname()}")
     return 0
 
 

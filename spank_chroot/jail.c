@@ -95,7 +95,7 @@ int soperator_enter_jail(const char *jail, char *err, size_t errlen)
     /* Keep receiving the node's mounts, but never propagate ours back to the node. */
     if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) != 0)
         return fail(err, errlen, "make / rslave: %s", strerror(errno));
-    /* pivot_root needs the new root to be a mount point. */
+    /* MS_MOVE needs the jail to be a mount point of its own. */
     if (mount(jail, jail, NULL, MS_BIND | MS_REC, NULL) != 0)
         return fail(err, errlen, "bind %s onto itself: %s", jail, strerror(errno));
     /* Setuid binaries and device nodes on the shared volume are inert in a job step. The binds
@@ -104,12 +104,14 @@ int soperator_enter_jail(const char *jail, char *err, size_t errlen)
         return fail(err, errlen, "remount %s nosuid,nodev: %s", jail, strerror(errno));
     if (chdir(jail) != 0)
         return fail(err, errlen, "chdir %s: %s", jail, strerror(errno));
-    /* pivot_root(".", ".") stacks the old root on the new one; detaching "." then drops it,
-     * so no old-root directory is needed inside the jail. */
-    if (syscall(SYS_pivot_root, ".", ".") != 0)
-        return fail(err, errlen, "pivot_root into %s: %s", jail, strerror(errno));
-    if (umount2(".", MNT_DETACH) != 0)
-        return fail(err, errlen, "detach old root: %s", strerror(errno));
+    /* Move the jail over / and chroot into it, as switch_root does. Not pivot_root: containerd's
+     * default seccomp profile refuses it even with CAP_SYS_ADMIN (measured on a real kubelet),
+     * while it allows mount and chroot. The old root lies under the moved mount: ".." at the
+     * jail's root leads back into the jail, so nothing of the node is reachable by path. */
+    if (mount(".", "/", NULL, MS_MOVE, NULL) != 0)
+        return fail(err, errlen, "move %s over /: %s", jail, strerror(errno));
+    if (chroot(".") != 0)
+        return fail(err, errlen, "chroot into %s: %s", jail, strerror(errno));
     if (chdir("/") != 0)
         return fail(err, errlen, "chdir / in jail: %s", strerror(errno));
     if (mkdir("/proc", 0555) != 0 && errno != EEXIST)
@@ -140,7 +142,7 @@ static struct sock_filter no_userns_filter[] = {
 };
 
 /* What a task may keep, even root's: owning, reading and signalling its files and processes, and
- * switching users. Not CAP_SYS_ADMIN (mount, unshare, pivot_root), nor the rest the node needs. */
+ * switching users. Not CAP_SYS_ADMIN (mount, unshare), nor the rest the node needs. */
 static const int kept_capabilities[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_KILL,
                                         CAP_SETGID, CAP_SETUID, CAP_NET_BIND_SERVICE};
 

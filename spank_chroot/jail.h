@@ -8,7 +8,7 @@
 /* What the plugin must do for one step. */
 enum soperator_action {
     SOPERATOR_SKIP = 0,   /* not a step to jail (local context, extern step) */
-    SOPERATOR_ENTER = 1,  /* pivot into the jail */
+    SOPERATOR_ENTER = 1,  /* enter the jail */
     SOPERATOR_REFUSE = 2, /* misconfigured: fail the step */
 };
 
@@ -25,7 +25,8 @@ int soperator_decide(int remote, uint32_t step_id, int argc, const char *const *
 int soperator_check_jail(const char *jail, char *err, size_t errlen);
 
 /* Move the calling process into a new mount namespace whose root is `jail`:
- * unshare(CLONE_NEWNS), / made rslave, pivot_root into the jail, old root detached, chdir /,
+ * unshare(CLONE_NEWNS), / made rslave, the jail moved over / and chrooted into (the old root
+ * hidden under it), chdir /,
  * a fresh /proc. Returns 0, or -1 with the failing step and errno text in err. On failure the
  * process may be left in a private mount namespace, but its root is never the jail half-made:
  * callers must fail the step, never carry on. */

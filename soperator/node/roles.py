@@ -24,6 +24,8 @@ SLURMD_LOG = "/var/log/slurm/slurmd.log"
 SLURM_CONF = "/etc/slurm/slurm.conf"
 CONFIGLESS_DIR = "/run/slurm"
 SSHD_CONFIG = "/etc/ssh/soperator/sshd_config"
+ROOT_KEYS_GIVEN = "/etc/ssh/soperator/root_authorized_keys"
+ROOT_KEYS = "/run/soperator/root_authorized_keys"
 JAIL_LIB = "/opt/soperator/lib/libsoperator_jail.so"
 POPULATED = ".soperator/populated"
 
@@ -135,6 +137,21 @@ def forget_node() -> None:
         f"node {name} not deleted from Slurm: {proc.stderr.strip() or proc.returncode}")
 
 
+def install_root_keys() -> None:
+    """Root's keys from the ConfigMap, copied where sshd's StrictModes accepts them: kubelet mounts a
+    ConfigMap volume in a world-writable directory. The pod restarts when they change (config hash)."""
+    os.makedirs(os.path.dirname(ROOT_KEYS), mode=0o755, exist_ok=True)
+    os.chmod(os.path.dirname(ROOT_KEYS), 0o755)
+    if not os.path.exists(ROOT_KEYS_GIVEN):
+        return
+    with open(ROOT_KEYS_GIVEN, "rb") as src:
+        keys = src.read()
+    fd = os.open(ROOT_KEYS + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as dst:
+        dst.write(keys)
+    os.replace(ROOT_KEYS + ".new", ROOT_KEYS)
+
+
 def login(sup: Supervisor) -> None:
     require_jail()
     sticky_shm()
@@ -151,6 +168,7 @@ def login(sup: Supervisor) -> None:
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
     mount_private_proc(JAIL)
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    install_root_keys()
     limit_user_processes()
     restrict_sessions()
     sup.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", SSHD_CONFIG])

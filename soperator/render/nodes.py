@@ -75,13 +75,14 @@ def headless_service(cluster: SlurmCluster, component: str, ports: list[Obj]) ->
     }
 
 
-# What the node daemons and the jail need: mounts, unshare and pivot_root (SYS_ADMIN), dropping to
-# the job's or session's user (SETUID, SETGID), root reading and chowning users' files
-# (DAC_OVERRIDE, CHOWN), signalling a cancelled job's steps (KILL), shrinking a job task's bounding
-# set (SETPCAP); sshd also chroots (SYS_CHROOT) and binds port 22. bench/capabilities.py measures
-# it: the e2e user path fails without any one of them (and passed without FOWNER, now gone).
-NODE_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETPCAP", "SETUID", "SYS_ADMIN")
-LOGIN_CAPABILITIES = NODE_CAPABILITIES + ("NET_BIND_SERVICE", "SYS_CHROOT")
+# What the node daemons and the jail need: mounts and unshare (SYS_ADMIN), chroot into the jail for
+# each job step and each ssh session (SYS_CHROOT), dropping to the job's or session's user (SETUID,
+# SETGID), root reading and chowning users' files (DAC_OVERRIDE, CHOWN), signalling a cancelled
+# job's steps (KILL), shrinking a job task's bounding set (SETPCAP); sshd also binds port 22.
+# bench/capabilities.py measures it: the e2e user path fails without any one of them (and passed
+# without FOWNER, now gone).
+NODE_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETPCAP", "SETUID", "SYS_ADMIN", "SYS_CHROOT")
+LOGIN_CAPABILITIES = NODE_CAPABILITIES + ("NET_BIND_SERVICE",)
 
 
 # The controller and the populate Job's Slurm steps start munged as its user with a key they put in
@@ -99,8 +100,9 @@ def root_security_context(capabilities: tuple[str, ...]) -> Obj:
 
 def node_security_context(capabilities: tuple[str, ...]) -> Obj:
     """Not privileged: the container sees only its own devices (and those the device plugin gives
-    it), a read-only /sys, and the runtime's default seccomp filter, which allows mount, unshare and
-    pivot_root only to a process holding CAP_SYS_ADMIN. AppArmor's default profile forbids mount
+    it), a read-only /sys, and the runtime's default seccomp filter, which allows mount and unshare
+    only to a process holding CAP_SYS_ADMIN, and chroot only with CAP_SYS_CHROOT (containerd's also
+    refuses pivot_root, so the jail is entered by moving it over / and chrooting). AppArmor's default profile forbids mount
     whatever the capabilities, so it is off for these containers."""
     return {"privileged": False, "capabilities": {"drop": ["ALL"], "add": sorted(capabilities)},
             "seccompProfile": {"type": "RuntimeDefault"}, "appArmorProfile": {"type": "Unconfined"}}

@@ -13,6 +13,9 @@ PATHS = SimpleNamespace(
     munge_key_dir="/etc/soperator/munge",
     ssh_host_keys="/etc/ssh/keys",
     sshd_config_dir="/etc/ssh/soperator",
+    # The login entrypoint copies root's keys here from the ConfigMap: kubelet makes a ConfigMap
+    # volume's directory world-writable (0777), and sshd's StrictModes refuses keys under it.
+    root_authorized_keys="/run/soperator/root_authorized_keys",
     chroot_plugin="/opt/soperator/lib/spank_chroot.so",
     pyxis_plugin="/usr/local/lib/slurm/spank_pyxis.so",
     populate_target="/jail",

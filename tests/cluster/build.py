@@ -1,8 +1,10 @@
-"""Build the real Kubernetes control-plane binaries from Go modules, once, and cache them.
+"""Build the real Kubernetes components from Go modules, once, and cache them.
 
-`python -m tests.cluster.build` builds (CI calls it); tests call `ensure_binaries()`, which rebuilds
-only when go.mod, go.sum, the mains or the Go version changed. A failure raises BuildError with one
-readable message.
+Two modules: this directory (kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy, all
+from one k8s.io/kubernetes release) and coredns/ (cluster DNS from CoreDNS's own module, so its
+dependencies never move Kubernetes'). `python -m tests.cluster.build` builds (CI calls it); tests
+call `ensure_binaries()`, which rebuilds a module only when its go.mod, go.sum, mains or the Go
+version changed. A failure raises BuildError with one readable message.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ HERE = Path(__file__).resolve().parent
 # Outside the checkout, so a fresh clone on the same machine (CI) reuses the binaries.
 CACHE = Path(os.environ.get("SOPERATOR_CACHE", Path.home() / ".cache" / "soperator"))
 BIN = CACHE / "kube-bin"
-COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
+COREDNS = HERE / "coredns"
 
 
 class BuildError(RuntimeError):
@@ -34,11 +37,11 @@ def go_binary() -> str:
     return found
 
 
-def _fingerprint(go: str, module: Path) -> str:
+def _fingerprint(go: str, module: Path, ldflags: str) -> str:
     digest = hashlib.sha256()
     version = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout
-    digest.update(version.encode() + _ldflags(module).encode())
-    for path in sorted([module / "go.mod", module / "go.sum", *module.glob("cmd/*/main.go")]):
+    digest.update(version.encode() + ldflags.encode())
+    for path in sorted([module / "go.mod", module / "go.sum", *module.glob("main.go"), *module.glob("cmd/*/main.go")]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
@@ -65,22 +68,28 @@ def _env() -> dict[str, str]:
     return {**os.environ, "GOFLAGS": "-mod=readonly", "GOSUMDB": "off", "CGO_ENABLED": "0"}
 
 
-def ensure_binaries(module: Path = HERE, bin_dir: Path = BIN,
-                    components: tuple[str, ...] = COMPONENTS) -> dict[str, Path]:
-    go = go_binary()
+def _build(go: str, module: Path, bin_dir: Path, components: tuple[str, ...], target: str,
+           ldflags: str) -> dict[str, Path]:
     paths = {c: bin_dir / c for c in components}
-    stamp = bin_dir / ".stamp"
-    fingerprint = _fingerprint(go, module)
+    stamp = bin_dir / f".stamp-{module.name}"
+    fingerprint = _fingerprint(go, module, ldflags)
     if all(p.exists() for p in paths.values()) and stamp.exists() and stamp.read_text() == fingerprint:
         return paths
     bin_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([go, "build", "-trimpath", "-ldflags", _ldflags(module), "-o", f"{bin_dir}/", "./cmd/..."],
+    out = f"{bin_dir}/" if len(components) > 1 else str(paths[components[0]])
+    proc = subprocess.run([go, "build", "-trimpath", "-ldflags", ldflags, "-o", out, target],
                           cwd=module, env=_env(), capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-        raise BuildError(f"building the Kubernetes control plane failed (go build in {module}):\n{tail}")
+        raise BuildError(f"building {', '.join(components)} failed (go build in {module}):\n{tail}")
     stamp.write_text(fingerprint)
     return paths
+
+
+def ensure_binaries(module: Path = HERE, bin_dir: Path = BIN) -> dict[str, Path]:
+    go = go_binary()
+    paths = _build(go, module, bin_dir, COMPONENTS, "./cmd/...", _ldflags(module))
+    return paths | _build(go, COREDNS, bin_dir, ("coredns",), ".", "")
 
 
 def main() -> int:

@@ -1,26 +1,32 @@
-"""A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, controller-manager, scheduler.
+"""A real Kubernetes control plane: etcd, kube-apiserver, controller-manager, scheduler.
 
-Everything lives in one work directory (PKI, etcd data, logs, kubeconfig). Processes are started
-here and stopped here by PID. Ports are chosen free at start; a component that exits during start
-(a port taken meanwhile, a bad flag) fails the start at once with its log, instead of a hang.
+The apiserver listens on one address: 127.0.0.1, or the local node's address (node.NODE_IP) when a
+kubelet will join, since pods reach it through the `kubernetes` Service and loopback is their own.
+Everything lives in one work directory (PKI, etcd data, logs, kubeconfig, state.json). Processes are
+started here and stopped here by PID. Ports are chosen free at start; a component that exits during
+start (a port taken meanwhile, a bad flag) fails the start at once with its log, instead of a hang.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
 from tests.cluster.build import ensure_binaries
 from tests.cluster.pki import TestPKI
+from tests.cluster.process import Component, wait_for
+
+SERVICE_CIDR = "10.0.0.0/24"
+KUBERNETES_SERVICE_IP = "10.0.0.1"
 
 
 class ControlPlaneError(RuntimeError):
@@ -43,45 +49,18 @@ def free_port() -> int:
 
 
 @dataclass
-class Component:
-    name: str
-    argv: list[str]
-    log: Path
-    proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        with open(self.log, "ab") as fh:
-            self.proc = subprocess.Popen(self.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, grace: float = 10) -> None:
-        if not self.alive():
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-    def tail(self, lines: int = 40) -> str:
-        text = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-@dataclass
 class ControlPlane:
     workdir: Path
     api_port: int = 0
     etcd_port: int = 0
+    peer_port: int = 0
+    address: str = "127.0.0.1"
     components: list[Component] = field(default_factory=list)
     start_seconds: float = 0.0
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.api_port}"
+        return f"https://{self.address}:{self.api_port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -89,20 +68,61 @@ class ControlPlane:
 
     def start(self, timeout: float = 120) -> "ControlPlane":
         began = time.monotonic()
-        bins = ensure_binaries()
-        etcd = shutil.which("etcd")
-        if not etcd:
+        if not shutil.which("etcd"):
             raise ControlPlaneError("etcd not found: install Debian's etcd-server (see .ci/run)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
-        self.pki = TestPKI(self.workdir / "pki")
+        self.pki = TestPKI(self.workdir / "pki", ips=("127.0.0.1", self.address, KUBERNETES_SERVICE_IP))
+        # The apiserver's identity towards kubelets (logs, exec, port-forward).
+        self.kubelet_client = self.pki.issue("kube-apiserver-kubelet-client", "system:masters",
+                                             ExtendedKeyUsageOID.CLIENT_AUTH)
         self.api_port = self.api_port or free_port()
         self.etcd_port = self.etcd_port or free_port()
+        self.peer_port = self.peer_port or free_port()
         self._write_kubeconfig()
+        self._define(logs)
+        try:
+            for comp in self.components:
+                comp.start()
+                if comp.name == "etcd":
+                    self._wait(comp, lambda: http_ok(f"http://127.0.0.1:{self.etcd_port}/health"),
+                               began + timeout)
+                elif comp.name == "kube-apiserver":
+                    self._wait(comp, lambda: self._https_ok("/readyz"), began + timeout)
+            # The controller-manager is up once it has created the default ServiceAccount.
+            self._wait(self.components[2], self._default_service_account_exists, began + timeout)
+            self._wait(self.components[3], lambda: True, began + timeout)
+        except ControlPlaneError:
+            self.stop()
+            raise
+        (self.workdir / "state.json").write_text(json.dumps(
+            {"api_port": self.api_port, "etcd_port": self.etcd_port, "peer_port": self.peer_port,
+             "address": self.address}))
+        self.start_seconds = time.monotonic() - began
+        return self
+
+    def attach(self) -> bool:
+        """Adopt a control plane an earlier invocation started in this work directory, if all of it
+        still runs; False if not (then `start` makes a new one)."""
+        try:
+            state = json.loads((self.workdir / "state.json").read_text())
+        except (OSError, ValueError):
+            return False
+        self.api_port, self.etcd_port, self.peer_port = state["api_port"], state["etcd_port"], state["peer_port"]
+        self.address = state["address"]
+        self.pki = TestPKI(self.workdir / "pki", ips=("127.0.0.1", self.address, KUBERNETES_SERVICE_IP))
+        self.kubelet_client = self.pki.issue("kube-apiserver-kubelet-client", "system:masters",
+                                             ExtendedKeyUsageOID.CLIENT_AUTH)
+        self._define(self.workdir / "logs")
+        return not self.dead_components() and self._https_ok("/readyz")
+
+    def _define(self, logs: Path) -> None:
+        bins = ensure_binaries()
+        etcd = shutil.which("etcd")
         pki = self.pki
         etcd_url = f"http://127.0.0.1:{self.etcd_port}"
-        peer_url = f"http://127.0.0.1:{free_port()}"
+        peer_url = f"http://127.0.0.1:{self.peer_port}"
         self.components = [
             Component("etcd", [etcd, "--name", "test", "--data-dir", str(self.workdir / "etcd"),
                                "--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url,
@@ -111,13 +131,16 @@ class ControlPlane:
                       logs / "etcd.log"),
             Component("kube-apiserver", [
                 str(bins["kube-apiserver"]), f"--etcd-servers={etcd_url}", f"--secure-port={self.api_port}",
-                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+                f"--bind-address={self.address}", f"--advertise-address={self.address}",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}",
-                f"--client-ca-file={pki.ca_cert}", "--authorization-mode=RBAC",
+                f"--client-ca-file={pki.ca_cert}", "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                f"--kubelet-client-certificate={self.kubelet_client[0]}",
+                f"--kubelet-client-key={self.kubelet_client[1]}", "--kubelet-preferred-address-types=InternalIP",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-account-key-file={pki.sa_pub}", f"--service-account-signing-key-file={pki.sa_key}",
-                "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true", "--profiling=false",
+                f"--service-cluster-ip-range={SERVICE_CIDR}", "--allow-privileged=true", "--profiling=false",
                 "--v=1"], logs / "kube-apiserver.log"),
             Component("kube-controller-manager", [
                 str(bins["kube-controller-manager"]), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
@@ -127,21 +150,6 @@ class ControlPlane:
                 str(bins["kube-scheduler"]), f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
                 "--secure-port=0", "--v=1"], logs / "kube-scheduler.log"),
         ]
-        try:
-            for comp in self.components:
-                comp.start()
-                if comp.name == "etcd":
-                    self._wait(comp, lambda: http_ok(f"{etcd_url}/health"), began + timeout)
-                elif comp.name == "kube-apiserver":
-                    self._wait(comp, lambda: self._https_ok("/readyz"), began + timeout)
-            # The controller-manager is up once it has created the default ServiceAccount.
-            self._wait(self.components[2], self._default_service_account_exists, began + timeout)
-            self._wait(self.components[3], lambda: True, began + timeout)
-        except ControlPlaneError:
-            self.stop()
-            raise
-        self.start_seconds = time.monotonic() - began
-        return self
 
     def stop(self) -> None:
         for comp in reversed(self.components):
@@ -156,14 +164,7 @@ class ControlPlane:
     # --- readiness -------------------------------------------------------------------------------
 
     def _wait(self, comp: Component, ready, deadline: float) -> None:
-        while time.monotonic() < deadline:
-            if not comp.alive():
-                raise ControlPlaneError(f"{comp.name} exited with code {comp.proc.returncode} during start:\n"
-                                        f"{comp.tail()}")
-            if ready():
-                return
-            time.sleep(0.2)
-        raise ControlPlaneError(f"{comp.name} not ready in time:\n{comp.tail()}")
+        wait_for(comp, ready, deadline, ControlPlaneError)
 
     def ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(cafile=str(self.pki.ca_cert))
@@ -191,14 +192,15 @@ class ControlPlane:
             return False
 
     def _write_kubeconfig(self) -> None:
-        pki = self.pki
+        self.write_kubeconfig(self.kubeconfig, self.pki.admin_cert, self.pki.admin_key)
+
+    def write_kubeconfig(self, path: Path, cert: Path, key: Path) -> None:
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "test",
             "clusters": [{"name": "test", "cluster": {"server": self.url,
-                                                       "certificate-authority": str(pki.ca_cert)}}],
-            "users": [{"name": "admin", "user": {"client-certificate": str(pki.admin_cert),
-                                                  "client-key": str(pki.admin_key)}}],
-            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
+                                                       "certificate-authority": str(self.pki.ca_cert)}}],
+            "users": [{"name": "user", "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "user"}}],
         }
-        self.kubeconfig.write_text(json.dumps(config, indent=2))
-        os.chmod(self.kubeconfig, 0o600)
+        path.write_text(json.dumps(config, indent=2))
+        os.chmod(path, 0o600)

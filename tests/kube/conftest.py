@@ -1,4 +1,5 @@
-"""A real control plane for the whole session, started only when a `kube` test is selected."""
+"""A real single-node Kubernetes for the whole session: the control plane starts when a `kube` test
+is selected, the node (containerd, kubelet, kube-proxy, CoreDNS) when a test asks for `node`."""
 from __future__ import annotations
 
 import itertools
@@ -12,6 +13,8 @@ import pytest
 
 from tests.cluster.build import BuildError
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError
+from tests.cluster.local import LocalCluster
+from tests.cluster.node import HOST_PATHS, SYSCTLS, NodeError, host_leftovers
 from tests.cluster.tools import ToolsError, ensure_tools
 from tests.support_paths import ROOT
 
@@ -19,30 +22,58 @@ LOG_KEEP = ROOT / ".cache" / "kube-logs"
 _SEQUENCE = itertools.count()
 
 
+def _host_snapshot() -> dict[str, str]:
+    return ({str(p): str(p.exists()) for p in HOST_PATHS}
+            | {name: Path("/proc/sys", name).read_text().strip() for name in SYSCTLS})
+
+
 @pytest.fixture(scope="session")
-def control_plane(request):
+def local_cluster(request):
+    """Torn down with `down()`, the code `quickstart.py down` runs, then checked: a process, mount,
+    chain, link, address, cgroup, sysctl or path left behind fails the session."""
     workdir = Path(tempfile.mkdtemp(prefix="soperator-kube-"))
-    plane = ControlPlane(workdir)
+    before = _host_snapshot()
+    cluster = LocalCluster(workdir)
     failed_before = request.session.testsfailed
     try:
-        plane.start()
-    except (BuildError, ControlPlaneError) as exc:
-        plane.stop()
+        cluster.start_plane()
+    except (BuildError, ControlPlaneError, NodeError) as exc:
+        cluster.down()
         _keep_logs(workdir)
         shutil.rmtree(workdir, ignore_errors=True)
         pytest.fail(f"control plane unavailable: {exc}", pytrace=False)
-    yield plane
-    plane.stop()
+    yield cluster
     if request.session.testsfailed > failed_before:
-        print(f"\n{plane.logs()}\n(kube logs kept in {LOG_KEEP})")
+        print(f"\n{cluster.plane.logs()}\n(kube logs kept in {LOG_KEEP})")
         _keep_logs(workdir)
+    pids = [c.pid() for c in cluster.plane.components + cluster.node.components]
+    cluster.down()
+    left = host_leftovers(workdir) + [f"process {pid}" for pid in pids if pid and Path(f"/proc/{pid}").exists()]
+    after = _host_snapshot()
+    left += [f"{key}: {before[key]} before, {after[key]} after" for key in before if before[key] != after[key]]
     shutil.rmtree(workdir, ignore_errors=True)
+    assert not left, f"the local cluster's down() left these behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def control_plane(local_cluster):
+    return local_cluster.plane
+
+
+@pytest.fixture(scope="session")
+def node(local_cluster):
+    """The real node, started once; its images are imported by the tests that need them."""
+    try:
+        return local_cluster.start_node()
+    except (BuildError, NodeError) as exc:
+        pytest.fail(f"node unavailable: {exc}", pytrace=False)
 
 
 def _keep_logs(workdir: Path) -> None:
-    if (workdir / "logs").exists():
-        shutil.rmtree(LOG_KEEP, ignore_errors=True)
-        shutil.copytree(workdir / "logs", LOG_KEEP)
+    shutil.rmtree(LOG_KEEP, ignore_errors=True)
+    for part in ("plane", "node"):
+        if (workdir / part / "logs").exists():
+            shutil.copytree(workdir / part / "logs", LOG_KEEP / part)
 
 
 @pytest.fixture(scope="session")

@@ -50,11 +50,11 @@ class Operator:
         return scrape(self.metrics_port, token)
 
 
-def scrape(port: int, token: str | None) -> tuple[int, str]:
-    """GET https://127.0.0.1:port/metrics with a bearer token: (status, body)."""
+def scrape(port: int, token: str | None, host: str = "127.0.0.1") -> tuple[int, str]:
+    """GET https://host:port/metrics with a bearer token: (status, body)."""
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # the operator's self-signed cert
-    request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics",
+    request = urllib.request.Request(f"https://{host}:{port}/metrics",
                                      headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
         with urllib.request.urlopen(request, timeout=10, context=context) as resp:

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.kube
 
 # What each node pod may violate, and why (the README's list of exceptions).
 EXCEPTIONS = {
-    "worker": {"non-default capabilities": "CAP_SYS_ADMIN: unshare + pivot_root into the jail, bind mounts",
+    "worker": {"non-default capabilities": "CAP_SYS_ADMIN: unshare + move the jail over / per step, bind mounts",
                "forbidden AppArmor profiles": "the default AppArmor profile denies mount whatever the capabilities"},
     "login": {"non-default capabilities": "CAP_SYS_ADMIN: bind mounts into the jail before sshd chroots",
               "forbidden AppArmor profiles": "the default AppArmor profile denies mount whatever the capabilities"},

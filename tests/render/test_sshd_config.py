@@ -57,9 +57,10 @@ def test_root_cannot_log_in_unless_the_spec_names_its_keys(keys):
     assert "PermitRootLogin no" in _lines() and "Match User root" not in _lines()
     lines = _lines(rootSshPublicKeys=[keys.ssh_host_keys["ed25519"].public])
     match = lines[lines.index("Match User root"):]
-    # Only the ConfigMap's file: never the jail's /root/.ssh, which any jail root could edit.
+    # Only the keys from the ConfigMap (copied to /run by the entrypoint): never the jail's
+    # /root/.ssh, which any jail root could edit.
     assert match == ["Match User root", "PermitRootLogin prohibit-password",
-                     "AuthorizedKeysFile /etc/ssh/soperator/root_authorized_keys"]
+                     "AuthorizedKeysFile /run/soperator/root_authorized_keys"]
 
 
 def test_forwarding_is_off_unless_asked():

@@ -18,9 +18,10 @@ def test_failed_build_reports_the_compiler_error(tmp_path):
     (module / "go.sum").write_text("")
     (module / "cmd" / "broken" / "main.go").write_text("package main\n\nfunc main() { undefinedCall() }\n")
     with pytest.raises(build.BuildError) as exc:
-        build.ensure_binaries(module, tmp_path / "bin", ("broken",))
+        build._build(build.go_binary(), module, tmp_path / "bin", ("broken",), "./cmd/...", "")
+    assert "building broken failed" in str(exc.value)
     assert "undefined: undefinedCall" in str(exc.value)
-    assert not (tmp_path / "bin" / ".stamp").exists()
+    assert not (tmp_path / "bin" / ".stamp-mod").exists()
 
 
 def test_the_pinned_release_is_read_from_go_mod():

@@ -1,4 +1,4 @@
-"""The kind quick start refuses to start, with the reason, when what it needs is missing."""
+"""The quick start refuses to start, with the reason, when what it needs is missing."""
 from __future__ import annotations
 
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 from tests.support_paths import ROOT
 
-SCRIPT = ROOT / "examples" / "kind" / "quickstart.py"
+SCRIPT = ROOT / "examples" / "quickstart.py"
 
 
 def _run(*args: str, path: str | None = None) -> subprocess.CompletedProcess:

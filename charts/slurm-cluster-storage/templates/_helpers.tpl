@@ -28,3 +28,39 @@ spec:
     requests:
       storage: {{ $v.size }}
 {{- end }}
+
+{{- /* A PersistentVolume bound to one claim, for storage without a provisioner: nfs or hostPath. */}}
+{{- define "storage.pv" -}}
+{{- $ := index . 0 -}}{{- $key := index . 1 -}}{{- $suffix := index . 2 -}}{{- $v := index . 3 -}}
+{{- $cluster := $.Values.clusterName | default $.Release.Name -}}
+{{- with $v.persistentVolume }}
+{{- if .enabled }}
+{{- if and (not .nfs) (not .hostPath) }}{{ fail (printf "%s.persistentVolume.enabled needs %s.persistentVolume.nfs or .hostPath" $key $key) }}{{ end }}
+{{- if and .nfs .hostPath }}{{ fail (printf "%s.persistentVolume: set nfs or hostPath, not both" $key) }}{{ end }}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: {{ $cluster }}-{{ $.Release.Namespace }}-{{ $suffix }}
+  labels: {{- include "storage.labels" $ | nindent 4 }}
+  annotations:
+    helm.sh/resource-policy: keep
+spec:
+  capacity:
+    storage: {{ $v.size }}
+  accessModes: {{- toYaml ($v.accessModes | default (list "ReadWriteOnce")) | nindent 4 }}
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: {{ $v.storageClassName | quote }}
+  claimRef:
+    namespace: {{ $.Release.Namespace }}
+    name: {{ $cluster }}-{{ $suffix }}
+  {{- if .nfs }}
+  nfs: {{- toYaml .nfs | nindent 4 }}
+  {{- else }}
+  hostPath:
+    path: {{ .hostPath }}
+    type: DirectoryOrCreate
+  {{- end }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,68 @@
+"""A single-node Kubernetes on this machine: the control plane (controlplane.py) and a real node
+(node.py) in one work directory. The test fixtures and `examples/quickstart.py up|down` both use it.
+
+`up()` adopts what an earlier invocation left running in the same directory and starts only what is
+missing; `down()` stops everything by PID and undoes every host change. Volumes (`volumes/`, the
+jail's hostPath) survive `down()` unless `purge` is set.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.cluster.controlplane import ControlPlane
+from tests.cluster.node import NODE_IP, HostState, Node
+
+DEFAULT_DIR = Path("/var/lib/soperator/local")
+
+
+@dataclass
+class LocalCluster:
+    workdir: Path = DEFAULT_DIR
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.host = HostState(self.workdir / "host")
+        self.plane = ControlPlane(self.workdir / "plane", address=NODE_IP)
+        self.node = Node(self.plane, self.workdir / "node")
+        self.node_started = False
+
+    @property
+    def volumes(self) -> Path:
+        return self.workdir / "volumes"
+
+    def start_plane(self) -> ControlPlane:
+        self.host.prepare()
+        began = time.monotonic()
+        if not self.plane.attach():
+            self.plane.stop()
+            self.plane.start()  # on the ports it had, so the `kubernetes` endpoint stays right
+        self.timings["control plane"] = time.monotonic() - began
+        return self.plane
+
+    def start_node(self) -> Node:
+        began = time.monotonic()
+        if not self.node.attach():
+            self.node.stop()
+            self.node.start()
+        self.node_started = True
+        self.timings["node"] = time.monotonic() - began
+        return self.node
+
+    def up(self) -> "LocalCluster":
+        self.start_plane()
+        self.start_node()
+        return self
+
+    def down(self, purge: bool = False) -> None:
+        self.node.stop()
+        if not self.plane.components:
+            self.plane.attach()
+        self.plane.stop()
+        self.host.restore()
+        for name in ("plane", "node", "host"):
+            shutil.rmtree(self.workdir / name, ignore_errors=True)
+        if purge:
+            shutil.rmtree(self.workdir, ignore_errors=True)

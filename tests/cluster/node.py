@@ -1,0 +1,386 @@
+"""A real Kubernetes node on this machine: containerd, kubelet, kube-proxy and CoreDNS.
+
+Built for this host (Debian bookworm, root, no systemd, cgroup v1 hybrid layout, no Docker):
+- containerd (Debian's) with runc and the CNI bridge/host-local/loopback/portmap plugins; every
+  directory it owns lives under the node's work directory (templates/containerd.toml.j2);
+- the kubelet with the cgroupfs driver (no systemd to delegate to), `failCgroupV1: false` (this host
+  mounts cgroup v1 controllers), no swap check, images never garbage-collected (they are imported
+  here, nothing can pull them again) and eviction thresholds low enough for a shared disk;
+- kube-proxy in iptables mode, NodePorts on the node address only;
+- CoreDNS as a host process on the node address, which the kubelet hands to pods as their DNS server.
+The node address (NODE_IP) is put on `lo`: this kernel has no dummy links, and a /32 on lo is local
+to the host yet routable from pods through the bridge's gateway.
+
+Side effects on the host: `Node.stop()` removes the KUBE-* iptables chains, the bridge, mounts under
+the work directory and the kubepods cgroups; `HostState.restore()` puts back the sysctls the kubelet
+rewrites (values saved before it started), removes the lo address and /var/log/pods,
+/var/log/containers, /var/lib/kubelet (device plugins) and /run/containerd (shim sockets), each
+only if it was not there before.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import jinja2
+import yaml
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from tests.cluster.build import CACHE, ensure_binaries
+from tests.cluster.controlplane import ControlPlane, free_port, http_ok
+from tests.cluster.process import Component, wait_for
+
+NODE_IP = "10.217.0.1"
+POD_CIDR = "10.217.1.0/24"
+BRIDGE = "soperator0"
+NODE_NAME = "soperator-node"
+CLUSTER_DOMAIN = "cluster.local"
+PAUSE_IMAGE = "localhost/soperator/pause:1"
+HERE = Path(__file__).resolve().parent
+SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops")
+# Paths the kubelet and containerd write outside their configured directories.
+HOST_PATHS = (Path("/var/log/pods"), Path("/var/log/containers"), Path("/var/lib/kubelet"), Path("/run/containerd"))
+COREDNS_RBAC = """
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: soperator-local-coredns}
+rules:
+- apiGroups: [""]
+  resources: [endpoints, services, pods, namespaces]
+  verbs: [list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: soperator-local-coredns}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: soperator-local-coredns}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: soperator-local-coredns}
+"""
+
+
+class NodeError(RuntimeError):
+    pass
+
+
+def run(*argv: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if check and proc.returncode != 0:
+        raise NodeError(f"`{' '.join(argv)}` exited {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+    return proc
+
+
+class Node:
+    """One node, registered with `plane` as NODE_NAME. `images` persist across nodes in the cache
+    directory's containerd content store, so a rerun imports only what changed."""
+
+    def __init__(self, plane: ControlPlane, workdir: Path, image_store: Path = CACHE / "containerd"):
+        self.plane, self.workdir, self.image_store = plane, workdir, image_store
+        self.logs = workdir / "logs"
+        self.socket = workdir / "containerd" / "containerd.sock"
+        self.components: list[Component] = []
+        self.start_seconds = 0.0
+
+    # --- start -----------------------------------------------------------------------------------
+
+    def start(self, timeout: float = 120) -> "Node":
+        began = time.monotonic()
+        for tool in ("containerd", "ctr", "runc", "iptables", "ip"):
+            if not shutil.which(tool):
+                raise NodeError(f"{tool} not found: .ci/setup installs it (apt: containerd, runc, iptables, iproute2)")
+        if not Path("/usr/lib/cni/bridge").exists():
+            raise NodeError("CNI plugins not found in /usr/lib/cni: apt install containernetworking-plugins")
+        bins = ensure_binaries()
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self._write_configs()
+        self.components = self._define(bins)
+        deadline = began + timeout
+        try:
+            containerd, kubelet, proxy, coredns = self.components
+            containerd.start()
+            wait_for(containerd, lambda: self._ctr("version", check=False).returncode == 0, deadline, NodeError)
+            self.import_images([], pause=True)
+            self.plane_kubectl("apply", "-f", "-", input=COREDNS_RBAC)
+            coredns.start()
+            wait_for(coredns, lambda: http_ok(f"http://127.0.0.1:{self.ports['dns_ready']}/ready"), deadline,
+                     NodeError)
+            kubelet.start()
+            wait_for(kubelet, self._node_ready, deadline, NodeError)
+            proxy.start()
+            wait_for(proxy, lambda: http_ok(f"http://127.0.0.1:{self.ports['proxy_health']}/healthz"), deadline,
+                     NodeError)
+        except NodeError:
+            self.stop()
+            raise
+        self.start_seconds = time.monotonic() - began
+        return self
+
+    def _define(self, bins: dict[str, Path]) -> list[Component]:
+        work, logs = self.workdir, self.logs
+        return [
+            Component("containerd", ["/usr/bin/containerd", "--config", str(work / "containerd.toml")],
+                      logs / "containerd.log"),
+            Component("kubelet", [
+                str(bins["kubelet"]), f"--config={work / 'kubelet.yaml'}", f"--kubeconfig={work / 'kubelet.kubeconfig'}",
+                f"--root-dir={work / 'kubelet'}", f"--cert-dir={work / 'kubelet-pki'}", f"--node-ip={NODE_IP}",
+                f"--hostname-override={NODE_NAME}", "--v=1"], logs / "kubelet.log"),
+            Component("kube-proxy", [str(bins["kube-proxy"]), f"--config={work / 'kube-proxy.yaml'}", "--v=1"],
+                      logs / "kube-proxy.log"),
+            Component("coredns", [str(bins["coredns"]), "-conf", str(work / "Corefile")], logs / "coredns.log"),
+        ]
+
+    def _write_configs(self) -> None:
+        work, pki = self.workdir, self.plane.pki
+        self.ports = {k: free_port() for k in ("kubelet", "kubelet_health", "proxy_health", "proxy_metrics",
+                                                 "dns_health", "dns_ready")}
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), undefined=jinja2.StrictUndefined)
+        (work / "containerd.toml").write_text(env.get_template("containerd.toml.j2").render(
+            root=self.image_store, state=work / "containerd" / "state", socket=self.socket,
+            pause_image=PAUSE_IMAGE, runc=shutil.which("runc"), cni_bin="/usr/lib/cni", cni_conf=work / "cni"))
+        (work / "cni").mkdir(exist_ok=True)
+        (work / "cni" / "10-soperator.conflist").write_text(json.dumps({
+            "cniVersion": "0.4.0", "name": "soperator", "plugins": [
+                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]],
+                          "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(work / "cni-ipam")}},
+                {"type": "portmap", "capabilities": {"portMappings": True}}]}, indent=2))
+        node_cert = pki.issue(f"system:node:{NODE_NAME}", "system:nodes", ExtendedKeyUsageOID.CLIENT_AUTH)
+        serving = pki.issue(f"kubelet-serving-{NODE_NAME}", None, ExtendedKeyUsageOID.SERVER_AUTH,
+                            dns=[NODE_NAME], ips=[NODE_IP])
+        proxy_cert = pki.issue("system:kube-proxy", None, ExtendedKeyUsageOID.CLIENT_AUTH)
+        dns_cert = pki.issue("soperator-local-coredns", None, ExtendedKeyUsageOID.CLIENT_AUTH)
+        for name, (cert, key) in {"kubelet": node_cert, "kube-proxy": proxy_cert, "coredns": dns_cert}.items():
+            self.plane.write_kubeconfig(work / f"{name}.kubeconfig", cert, key)
+        (work / "kubelet.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "address": NODE_IP, "port": self.ports["kubelet"], "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1", "healthzPort": self.ports["kubelet_health"],
+            "tlsCertFile": str(serving[0]), "tlsPrivateKeyFile": str(serving[1]),
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": str(pki.ca_cert)}},
+            "authorization": {"mode": "Webhook"},
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            "cgroupDriver": "cgroupfs", "failSwapOn": False, "failCgroupV1": False,
+            "protectKernelDefaults": False, "clusterDNS": [NODE_IP], "clusterDomain": CLUSTER_DOMAIN,
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
+                             "nodefs.inodesFree": "1%"},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "podLogsDir": str(work / "pod-logs"), "volumePluginDir": str(work / "volume-plugins"),
+            "serializeImagePulls": False, "maxPods": 50, "staticPodPath": "",
+        }))
+        (work / "kube-proxy.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(work / "kube-proxy.kubeconfig")},
+            "hostnameOverride": NODE_NAME, "mode": "iptables", "clusterCIDR": POD_CIDR,
+            "nodePortAddresses": [f"{NODE_IP}/32"], "conntrack": {"maxPerCore": 0},
+            "healthzBindAddress": f"127.0.0.1:{self.ports['proxy_health']}",
+            "metricsBindAddress": f"127.0.0.1:{self.ports['proxy_metrics']}",
+        }))
+        (work / "Corefile").write_text(
+            f".:53 {{\n  bind {NODE_IP}\n  errors\n  health 127.0.0.1:{self.ports['dns_health']}\n"
+            f"  ready 127.0.0.1:{self.ports['dns_ready']}\n"
+            f"  kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{\n"
+            f"    kubeconfig {work / 'coredns.kubeconfig'} test\n    pods insecure\n"
+            f"    fallthrough in-addr.arpa ip6.arpa\n  }}\n  cache 30\n  loadbalance\n}}\n")
+        (work / "ports.json").write_text(json.dumps(self.ports))
+
+    def _node_ready(self) -> bool:
+        proc = self.plane_kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
+        if proc.returncode != 0:
+            return False
+        conditions = json.loads(proc.stdout)["status"].get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    # --- images ----------------------------------------------------------------------------------
+
+    def import_images(self, refs: list[str], pause: bool = False) -> list[str]:
+        """Import podman images into containerd's k8s.io namespace; returns the refs imported (an
+        image whose podman ID is already recorded as imported is skipped)."""
+        from images.podman import podman
+
+        if pause:
+            self._ensure_pause_image()
+            refs = [PAUSE_IMAGE, *refs]
+        stamps_path = self.image_store / "imported.json"
+        stamps = json.loads(stamps_path.read_text()) if stamps_path.exists() else {}
+        present = set(self._ctr("images", "ls", "-q").stdout.split())
+        todo = []
+        for ref in refs:
+            image_id = podman("image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
+            if stamps.get(ref) != image_id or ref not in present:
+                todo.append((ref, image_id))
+        if todo:
+            with tempfile.TemporaryDirectory(dir=self.workdir) as tmp:
+                archive = f"{tmp}/images.tar"
+                podman("save", "-m", "--format", "docker-archive", "-o", archive, *[r for r, _ in todo])
+                self._ctr("images", "import", archive, timeout=900)
+            stamps.update(dict(todo))
+            stamps_path.write_text(json.dumps(stamps, indent=1, sort_keys=True))
+        return [r for r, _ in todo]
+
+    def _ensure_pause_image(self) -> None:
+        from images.podman import podman
+
+        if podman("image", "exists", PAUSE_IMAGE, check=False).returncode == 0:
+            return
+        with tempfile.TemporaryDirectory() as ctx:
+            run("gcc", "-static", "-Os", "-o", f"{ctx}/pause", str(HERE / "pause" / "pause.c"))
+            Path(ctx, "Containerfile").write_text('FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n')
+            podman("build", "-t", PAUSE_IMAGE, ctx)
+
+    def _ctr(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        return run("ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args, check=check, timeout=timeout)
+
+    def plane_kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        from tests.cluster.tools import ensure_tools
+
+        return run(str(ensure_tools()["kubectl"]), "--kubeconfig", str(self.plane.kubeconfig), *args,
+                   input=input, check=check, timeout=120)
+
+    # --- stop ------------------------------------------------------------------------------------
+
+    def attach(self) -> bool:
+        try:
+            self.ports = json.loads((self.workdir / "ports.json").read_text())
+        except (OSError, ValueError):
+            return False
+        self.components = self._define(ensure_binaries())
+        return all(c.alive() for c in self.components) and self._node_ready()
+
+    def stop(self) -> None:
+        """Stop every process and undo its network state, mounts and cgroups; safe to call on a
+        half-started node. The address and sysctls are the host's (see HostState)."""
+        if not self.components:
+            self.components = self._define(ensure_binaries())
+        containerd, kubelet, proxy, coredns = self.components
+        kubelet.stop()
+        if containerd.alive():
+            self._kill_containers()
+        for comp in (proxy, coredns, containerd):
+            comp.stop()
+        if (self.workdir / "kube-proxy.yaml").exists():
+            run(str(proxy.argv[0]), "--cleanup", f"--config={self.workdir / 'kube-proxy.yaml'}", check=False)
+        _remove_kube_chains()
+        _unmount_under(self.workdir)
+        _unmount_under(self.image_store)
+        run("ip", "link", "del", BRIDGE, check=False)
+        _remove_kubepods_cgroups()
+
+    def _kill_containers(self) -> None:
+        """Containers outlive containerd (their shims keep them): end them while it still answers."""
+        for kind in ("tasks", "containers"):
+            ids = [line.split()[0] for line in self._ctr(kind, "ls", check=False).stdout.splitlines()[1:] if line]
+            for cid in ids:
+                if kind == "tasks":
+                    self._ctr("tasks", "kill", "-s", "SIGKILL", cid, check=False)
+                    for _ in range(50):
+                        if self._ctr("tasks", "delete", cid, check=False).returncode == 0:
+                            break
+                        time.sleep(0.1)
+                else:
+                    self._ctr("containers", "delete", cid, check=False)
+
+def _unmount_under(top: Path) -> None:
+    prefix = str(top.resolve()) + "/"
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point == prefix[:-1] or point.startswith(prefix):
+            points.append(point)
+    for point in sorted(points, key=len, reverse=True):
+        run("umount", "-l", point, check=False)
+
+
+def _remove_kube_chains() -> None:
+    """The kubelet's and kube-proxy's iptables chains (KUBE-*), and the jumps into them."""
+    for tool in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            rules = run(tool, "-t", table, "-S", check=False).stdout.splitlines()
+            chains = [r.split()[1] for r in rules if r.startswith("-N KUBE-")]
+            for rule in rules:
+                parts = rule.split()
+                if parts[:1] == ["-A"] and not parts[1].startswith("KUBE-") and "KUBE-" in rule:
+                    run(tool, "-t", table, "-D", *parts[1:], check=False)
+            for chain in chains:
+                run(tool, "-t", table, "-F", chain, check=False)
+            for chain in chains:
+                run(tool, "-t", table, "-X", chain, check=False)
+
+
+def _remove_kubepods_cgroups() -> None:
+    for controller in Path("/sys/fs/cgroup").iterdir():
+        top = controller / "kubepods"
+        if top.is_dir():
+            for cgroup in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+                cgroup.rmdir()  # empty by now: every container was killed
+            top.rmdir()
+
+
+class HostState:
+    """The host changes a node makes outside its work directory, recorded before and undone after.
+    The record also marks the node address as taken: a second node on the same host (a test session
+    beside a running `quickstart.py up`) is refused with the owner's path, not left to collide."""
+
+    OWNER = Path("/run/soperator-local-node")
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.record = workdir / "host.json"
+
+    def prepare(self) -> None:
+        owner = self.OWNER.read_text().strip() if self.OWNER.exists() else ""
+        if owner and owner != str(self.workdir):
+            raise NodeError(f"another local node runs from {owner}: stop it first "
+                            "(.venv/bin/python examples/quickstart.py down)")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if not self.record.exists():
+            self.record.write_text(json.dumps({
+                "sysctls": {name: Path("/proc/sys", name).read_text().strip() for name in SYSCTLS},
+                "paths": {str(p): p.exists() for p in HOST_PATHS},
+                "address": f"{NODE_IP}/32" in run("ip", "-4", "addr", "show", "dev", "lo").stdout,
+            }))
+        self.OWNER.write_text(str(self.workdir))
+        if f"{NODE_IP}/32" not in run("ip", "-4", "addr", "show", "dev", "lo").stdout:
+            run("ip", "addr", "add", f"{NODE_IP}/32", "dev", "lo")
+
+    def restore(self) -> None:
+        if self.record.exists():
+            before = json.loads(self.record.read_text())
+            for name, value in before["sysctls"].items():
+                Path("/proc/sys", name).write_text(value)
+            for path, existed in before["paths"].items():
+                if not existed:
+                    _unmount_under(Path(path))
+                    shutil.rmtree(path, ignore_errors=True)
+            if not before["address"]:
+                run("ip", "addr", "del", f"{NODE_IP}/32", "dev", "lo", check=False)
+            self.record.unlink()
+        if self.OWNER.exists() and self.OWNER.read_text().strip() == str(self.workdir):
+            self.OWNER.unlink()
+
+
+def host_leftovers(workdir: Path, image_store: Path = CACHE / "containerd") -> list[str]:
+    """What a stopped node would have left on the host; empty when `down` undid everything."""
+    found = []
+    if f"{NODE_IP}/32" in run("ip", "-4", "addr", "show", "dev", "lo").stdout:
+        found.append(f"address {NODE_IP} on lo")
+    if run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
+        found.append(f"link {BRIDGE}")
+    for tool in ("iptables", "ip6tables"):
+        for table in ("filter", "nat", "mangle"):
+            chains = [r.split()[1] for r in run(tool, "-t", table, "-S", check=False).stdout.splitlines()
+                      if r.startswith("-N KUBE-")]
+            found += [f"{tool} -t {table} chain {c}" for c in chains]
+    tops = [str(workdir.resolve()) + "/", str(image_store.resolve()) + "/"]
+    found += [f"mount {line.split()[4]}" for line in Path("/proc/self/mountinfo").read_text().splitlines()
+              if any(line.split()[4].startswith(top) for top in tops)]
+    found += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("*/kubepods")]
+    if HostState.OWNER.exists():
+        found.append(str(HostState.OWNER))
+    return found

@@ -1,0 +1,77 @@
+"""The test node is a real Kubernetes node: kubelet, containerd, kube-proxy and CoreDNS as a user's
+cluster has them (tests/cluster/node.py). Pods from our own images run, resolve each other through
+cluster DNS, reach the apiserver through the `kubernetes` Service and are reached through a NodePort."""
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+import yaml
+
+from images.build import build_all, image_ref
+from tests.cluster.build import kubernetes_version
+from tests.cluster.node import NODE_IP, NODE_NAME
+
+pytestmark = pytest.mark.kube
+
+PROBE = """
+import json, socket, ssl, urllib.request
+names = {n: socket.gethostbyname(n) for n in ("web-1.web", "web.NAMESPACE.svc.cluster.local", "kubernetes.default")}
+ctx = ssl.create_default_context(cafile="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+with urllib.request.urlopen("https://kubernetes.default.svc/version", context=ctx) as resp:
+    version = json.load(resp)["gitVersion"]
+print(json.dumps({"names": names, "version": version}))
+"""
+
+
+@pytest.fixture(scope="module")
+def node_image(node):
+    build_all(only=["node"])
+    ref = image_ref("node")
+    node.import_images([ref])
+    return ref
+
+
+def _manifests(namespace: str, image: str) -> str:
+    pod = {"containers": [{"name": "web", "image": image, "imagePullPolicy": "Never",
+                           "command": ["python3", "-m", "http.server", "8080"],
+                           "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1}}]}
+    docs = [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": namespace},
+         "spec": {"clusterIP": "None", "selector": {"app": "web"}, "ports": [{"port": 8080}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web-np", "namespace": namespace},
+         "spec": {"type": "NodePort", "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}},
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web", "namespace": namespace},
+         "spec": {"serviceName": "web", "replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                  "template": {"metadata": {"labels": {"app": "web"}}, "spec": pod}}},
+    ]
+    return yaml.safe_dump_all(docs)
+
+
+def test_node_is_ready_with_the_control_planes_release(node, kubectl):
+    info = json.loads(kubectl("get", "node", NODE_NAME, "-o", "json").stdout)
+    ready = {c["type"]: c["status"] for c in info["status"]["conditions"]}["Ready"]
+    assert ready == "True"
+    assert info["status"]["nodeInfo"]["kubeletVersion"] == kubernetes_version()
+    assert info["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.")
+    assert {"type": "InternalIP", "address": NODE_IP} in info["status"]["addresses"]
+
+
+def test_pods_resolve_each_other_reach_the_apiserver_and_a_nodeport(node, node_image, kubectl, namespace):
+    kubectl("apply", "-f", "-", input=_manifests(namespace, node_image))
+    kubectl("-n", namespace, "rollout", "status", "statefulset/web", "--timeout=120s")
+    out = kubectl("-n", namespace, "exec", "web-0", "--", "python3", "-c", PROBE.replace("NAMESPACE", namespace)).stdout
+    seen = json.loads(out)
+    pods = {p["metadata"]["name"]: p["status"]["podIP"] for p in
+            json.loads(kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)["items"]}
+    assert seen["names"]["web-1.web"] == pods["web-1"]  # a StatefulSet pod by name, through CoreDNS
+    assert seen["names"][f"web.{namespace}.svc.cluster.local"] in pods.values()
+    assert seen["version"] == kubernetes_version()  # through the Service and kube-proxy
+    service = json.loads(kubectl("-n", namespace, "get", "service", "web-np", "-o", "json").stdout)
+    port = service["spec"]["ports"][0]["nodePort"]
+    with urllib.request.urlopen(f"http://{NODE_IP}:{port}/", timeout=10) as resp:
+        assert resp.status == 200
+    # Logs come from the kubelet too: the request above is in one pod's log.
+    logs = "".join(kubectl("-n", namespace, "logs", pod).stdout for pod in pods)
+    assert '"GET / HTTP/1.1" 200' in logs

@@ -1,0 +1,154 @@
+"""The user's whole path, on the real single-node Kubernetes (tests/cluster/local.py), as one test.
+
+The quick start (examples/quickstart.py, given the node's kubeconfig, so only its product steps run:
+`helm install` of the three charts, the phase-by-phase wait for Ready, ssh + sbatch) brings the
+cluster up from our own images; the operator runs in cluster as the chart deploys it, populate-jail
+as a real Job pod. Then, as a user: paramiko to the login NodePort, `sbatch -N2`, scale to three
+workers through the CR, and `helm uninstall`, which must leave the jail and its data.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import paramiko
+import pytest
+
+from images.build import build_all, image_ref
+from images.podman import PodmanError
+from tests.cluster.node import NODE_IP
+from tests.kube.conftest import adopt_crd
+from tests.kube.test_operator import scrape
+from tests.support_paths import ROOT
+
+pytestmark = [pytest.mark.kube, pytest.mark.e2e]
+SCRIPT = ROOT / "examples" / "quickstart.py"
+IMAGES = ("controller", "worker", "login", "populate-jail", "operator")
+NAME = "up"
+# Each step writes who it is and which root it sees (device:inode of /), into the shared jail.
+JOB = """#!/bin/bash
+#SBATCH -N2 -o /root/userpath/job-%j.out
+srun bash -c 'echo "$(hostname) $(stat -c %d:%i /) $(cat /etc/soperator-jail-release)" > /root/userpath/$(hostname)'
+"""
+
+
+@pytest.fixture(scope="module")
+def node_images(node):
+    try:
+        build_all()
+    except (PodmanError, OSError) as exc:
+        pytest.fail(f"image build failed: {exc}", pytrace=False)
+    node.import_images([image_ref(name) for name in IMAGES])
+
+
+class Login:
+    def __init__(self, port: int, key: paramiko.Ed25519Key):
+        self.client = paramiko.SSHClient()
+        self.client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        self.client.connect(NODE_IP, port=port, username="root", pkey=key, timeout=30, allow_agent=False,
+                            look_for_keys=False)
+
+    def run(self, command: str, timeout: float = 300) -> str:
+        _, stdout, stderr = self.client.exec_command(command, timeout=timeout)
+        out, err = stdout.read().decode(), stderr.read().decode()
+        code = stdout.channel.recv_exit_status()
+        assert code == 0, f"`{command}` exited {code}: {out}{err}"
+        return out
+
+    def write(self, path: str, text: str) -> None:
+        stdin, stdout, _ = self.client.exec_command(f"mkdir -p $(dirname {path}) && cat > {path}", timeout=30)
+        stdin.write(text)
+        stdin.channel.shutdown_write()
+        assert stdout.channel.recv_exit_status() == 0
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster, tools, kubectl, crd_installed,
+                                                    namespace, tmp_path, service_account_token):
+    adopt_crd(kubectl, "soperator", namespace)
+    key_file = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
+    env = {**os.environ, "PATH": f"{tools['kubectl'].parent}:{os.environ['PATH']}"}
+    quickstart = subprocess.run(
+        [sys.executable, str(SCRIPT), "up", "--kubeconfig", str(local_cluster.plane.kubeconfig),
+         "--volumes-dir", str(local_cluster.volumes), "--namespace", namespace, "--cluster-name", NAME,
+         "--ssh-key", f"{key_file}.pub", "--timeout", "600", "--set-operator", "resyncSeconds=5"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    state = kubectl("-n", namespace, "get", "slurmcluster,pods,jobs,statefulsets,pvc", "-o", "wide").stdout
+    assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
+    # The script's own first job ran in the jail, through ssh to the NodePort.
+    assert "soperator jail" in quickstart.stdout and f"root@{NODE_IP}" in quickstart.stdout
+    jail = local_cluster.volumes / f"{namespace}-{NAME}-jail"
+    job = json.loads(kubectl("-n", namespace, "get", "job", f"{NAME}-populate-jail", "-o", "json").stdout)
+    assert job["status"]["succeeded"] == 1 and (jail / "etc" / "soperator-jail-release").exists()
+
+    service = json.loads(kubectl("-n", namespace, "get", "service", f"{NAME}-login", "-o", "json").stdout)
+    login = Login(service["spec"]["ports"][0]["nodePort"], paramiko.Ed25519Key.from_private_key_file(str(key_file)))
+    try:
+        login.write("/root/userpath/job.sh", JOB)
+        job_id = login.run("sbatch --parsable --wait /root/userpath/job.sh").strip()
+        assert "JobState=COMPLETED" in login.run(f"scontrol show job {job_id}")
+        login_root = login.run("stat -c %d:%i /").strip()
+        lines = {}
+        for worker in (f"{NAME}-worker-0", f"{NAME}-worker-1"):
+            # Visible from the login session: the same jail.
+            host, root, release = login.run(f"cat /root/userpath/{worker}").split(maxsplit=2)
+            lines[worker] = (host, root, release.strip())
+            image_root = kubectl("-n", namespace, "exec", worker, "--", "stat", "-c", "%d:%i", "/").stdout.strip()
+            assert host == worker
+            assert root == login_root != image_root  # the step's root is the jail, not the worker image's
+            assert release.startswith("soperator jail")
+        assert (jail / "root" / "userpath" / f"{NAME}-worker-1").exists()  # on the node's volume
+
+        # Scale 2 -> 3 through the CR; the new node registers and runs a job.
+        kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge",
+                "-p", json.dumps({"spec": {"workers": {"replicas": 3}}}))
+        kubectl("-n", namespace, "rollout", "status", f"statefulset/{NAME}-worker", "--timeout=300s")
+        _until(lambda: "3 idle" in login.run("sinfo -h -o '%D %t'"), 120, "three idle Slurm nodes")
+        login.run(f"sbatch --wait -w {NAME}-worker-2 -o /root/userpath/scaled.out --wrap hostname")
+        assert login.run("cat /root/userpath/scaled.out").strip() == f"{NAME}-worker-2"
+    finally:
+        login.close()
+
+    _operator_worked_in_cluster(kubectl, namespace, service_account_token)
+
+    # helm uninstall keeps the jail: its claim, its volume and the users' files.
+    for release in (NAME, f"{NAME}-storage", "soperator"):
+        subprocess.run([str(tools["helm"]), "--kubeconfig", str(local_cluster.plane.kubeconfig), "uninstall",
+                        release, "-n", namespace, "--wait", "--timeout", "180s"], check=True, capture_output=True,
+                       timeout=240)
+    assert json.loads(kubectl("-n", namespace, "get", "pvc", f"{NAME}-jail", "-o", "json").stdout)["status"][
+        "phase"] == "Bound"
+    assert (jail / "root" / "userpath" / "scaled.out").read_text().strip() == f"{NAME}-worker-2"
+
+
+def _operator_worked_in_cluster(kubectl, namespace: str, service_account_token) -> None:
+    """The chart's operator did everything as its own ServiceAccount, and serves authenticated metrics
+    through its Service."""
+    events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
+    assert any(e["involvedObject"]["name"] == NAME and e["reason"] == "AllReady" for e in events)
+    service = json.loads(kubectl("-n", namespace, "get", "service", "soperator-slurm-operator-metrics",
+                                 "-o", "json").stdout)
+    address, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
+    reader = f"soperator-slurm-operator-{namespace}-metrics-reader"
+    status, metrics = scrape(port, service_account_token(namespace, "prometheus", reader), host=address)
+    assert status == 200 and f'namespace="{namespace}",cluster="{NAME}"' in metrics, status
+    assert scrape(port, service_account_token(namespace, "nobody"), host=address)[0] == 403
+    logs = kubectl("-n", namespace, "logs", "deployment/soperator-slurm-operator").stdout
+    for bad in (" ERROR ", "Traceback", "Forbidden"):
+        assert bad not in logs, logs[max(0, logs.find(bad) - 300):][:4000]
