@@ -71,7 +71,7 @@ class Component:
                 return False
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not Path(f"/proc/{pid}").exists():
+            if _gone(pid):
                 return True
             time.sleep(0.1)
         return False
@@ -79,6 +79,14 @@ class Component:
     def tail(self, lines: int = 40) -> str:
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie waiting for a parent that is not us."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def wait_for(comp: Component, ready, deadline: float, error: type[Exception]) -> None:

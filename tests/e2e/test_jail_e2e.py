@@ -1,6 +1,13 @@
 """End to end in real containers built from our images, configured only by `soperator render`:
 populate-jail fills the jail, controller + two workers + one login node start from the rendered pod
-specs, and a user sshes in (paramiko), writes a file and runs a two-node batch job that sees it."""
+specs, and a user sshes in (paramiko), writes a file and runs a two-node batch job that sees it.
+
+The user's path itself runs on a real Kubernetes node (tests/kube/test_user_path.py). This file
+keeps what that test does not cover, and what needs direct control of the containers: a non-root
+user's session and jobs (escape checks, process limit, password refused), a second populate run and
+an unpopulated jail, the overwrite that holds the nodes around a running job, a config change under a
+running job with no container replaced, scale 2 -> 3 -> 1 with records deleted, and a worker killed
+with SIGKILL coming back under its name."""
 from __future__ import annotations
 
 import copy

@@ -1,0 +1,120 @@
+"""The local single-node Kubernetes (tests/cluster/local.py), measured (one run; report ratios and counts).
+
+  python -m bench.local_node build       Go build of the node's components: cold (empty Go build cache
+                                         and binaries; the module cache stays) vs cached rerun
+  python -m bench.local_node node        node start -> Node Ready, median of 3 (control plane kept)
+  python -m bench.local_node first-job   `helm install` -> first sbatch accepted, split by phase,
+                                         median of 3 (images already imported; the operator's phase
+                                         counts in the first round only, it stays installed)
+Needs the machine to itself: no other local node (test session or `quickstart.py up`) may run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from tests.cluster import build
+from tests.cluster.local import LocalCluster
+from tests.cluster.node import NODE_IP
+from tests.cluster.tools import ensure_tools
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+import quickstart  # noqa: E402  (examples/ is not a package)
+
+
+def bench_build() -> dict:
+    with tempfile.TemporaryDirectory(prefix="bench-gocache-") as tmp:
+        os.environ["GOCACHE"] = f"{tmp}/gocache"
+        began = time.monotonic()
+        build.ensure_binaries(bin_dir=Path(tmp) / "bin")
+        cold = time.monotonic() - began
+        began = time.monotonic()
+        build.ensure_binaries(bin_dir=Path(tmp) / "bin")
+        cached = time.monotonic() - began
+    return {"cold_s": round(cold, 1), "cached_s": round(cached, 2), "cold/cached": round(cold / cached)}
+
+
+def bench_node(cluster: LocalCluster, rounds: int = 3) -> dict:
+    cluster.start_plane()
+    seconds = []
+    for _ in range(rounds):
+        cluster.node.stop()
+        began = time.monotonic()
+        cluster.node.start()
+        seconds.append(time.monotonic() - began)
+    return {"node_ready_s": [round(s, 2) for s in seconds], "median_s": round(statistics.median(seconds), 2)}
+
+
+def _first_job(cluster: LocalCluster, name: str, key: Path) -> dict:
+    args = SimpleNamespace(kubeconfig=cluster.plane.kubeconfig, namespace="bench", cluster_name=name,
+                           volumes_dir=cluster.volumes, workers=2, jail_size="8Gi", ssh_key=key.with_suffix(".pub"),
+                           set_operator=["resyncSeconds=5"], timeout=900, on="local")
+    began = time.monotonic()
+    quickstart.install_charts(args)
+    quickstart.wait_ready(args)
+    phases = dict(args.phase_seconds)
+    host, port, _ = quickstart.login_address(args)
+    ssh = ["ssh", "-p", str(port), "-i", str(key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+           "-o", "LogLevel=ERROR", f"root@{host}"]
+    while "2 idle" not in subprocess.run([*ssh, "sinfo -h -o '%D %t'"], capture_output=True, text=True).stdout:
+        time.sleep(0.5)
+    phases["slurmd registered"] = time.monotonic() - began
+    subprocess.run([*ssh, "sbatch --wrap true"], check=True, capture_output=True)
+    phases["sbatch accepted"] = time.monotonic() - began
+    for release in (name, f"{name}-storage"):  # the operator stays for the next round
+        subprocess.run(["helm", "--kubeconfig", str(args.kubeconfig), "uninstall", release, "-n", "bench", "--wait"],
+                       capture_output=True)
+    return phases
+
+
+def bench_first_job(cluster: LocalCluster, rounds: int = 3) -> dict:
+    from images.build import build_all, image_ref
+
+    tools = ensure_tools()
+    os.environ["PATH"] = f"{tools['kubectl'].parent}:{os.environ['PATH']}"
+    cluster.up()
+    build_all()
+    began = time.monotonic()
+    cluster.node.import_images([image_ref(n) for n in quickstart.IMAGES])
+    imported = time.monotonic() - began
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        key = Path(tmp) / "id_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        for i in range(rounds):
+            runs.append(_first_job(cluster, f"c{i}", key))
+    phases = {p: round(statistics.median(r[p] for r in runs), 1) for p in runs[0]}
+    return {"images import (s, once)": round(imported, 1), "median seconds from helm install, by phase": phases,
+            "rounds": rounds, "node": NODE_IP}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("build", "node", "first-job"))
+    args = parser.parse_args()
+    if args.what == "build":
+        print(json.dumps(bench_build(), indent=1))
+        return 0
+    workdir = Path(tempfile.mkdtemp(prefix="bench-local-node-"))
+    cluster = LocalCluster(workdir)
+    try:
+        result = bench_node(cluster) if args.what == "node" else bench_first_job(cluster)
+    finally:
+        cluster.down()
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

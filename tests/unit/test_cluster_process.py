@@ -1,0 +1,32 @@
+"""The local cluster's processes are stopped by PID, also from a later invocation (`quickstart.py
+down`), and never by a PID that now belongs to another program."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+from tests.cluster.process import Component
+
+SLEEP = shutil.which("sleep")
+
+
+def test_a_later_invocation_stops_the_process_by_its_pid_file(tmp_path):
+    first = Component("sleeper", [SLEEP, "600"], tmp_path / "sleeper.log")
+    first.start()
+    pid = first.proc.pid
+    later = Component("sleeper", [SLEEP, "600"], tmp_path / "sleeper.log")  # what `down` builds anew
+    assert later.pid() == pid and later.alive()
+    later.stop(grace=5)
+    assert first.proc.wait(timeout=1) == -15  # ended by SIGTERM; reaped here, as its parent
+    assert not later.pidfile.exists()
+
+
+def test_a_recycled_pid_running_another_program_is_left_alone(tmp_path):
+    stale = Component("sleeper", [SLEEP, "600"], tmp_path / "sleeper.log")
+    stale.pidfile.write_text(str(os.getpid()))  # this test's own process: not `sleep`
+    assert stale.pid() is None and not stale.alive()
+    stale.stop(grace=1)
+    time.sleep(0.1)
+    assert Path(f"/proc/{os.getpid()}").exists()
