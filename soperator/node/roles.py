@@ -120,8 +120,7 @@ def worker(sup: Supervisor) -> None:
     # steps and the Slurm commands in the jail read it there.
     os.makedirs(CONFIGLESS_DIR, exist_ok=True)
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER))}")
-    open(SLURMD_LOG, "a").close()
-    sup.start("slurmd-log", ["tail", "-n", "+1", "-F", SLURMD_LOG])
+    sup.follow("slurmd-log", SLURMD_LOG)
     # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod.
     sup.start("slurmd", ["slurmd", "-D", "-Z", "--conf-server", os.environ["SOPERATOR_CONF_SERVER"],
                          "--conf", os.environ["SOPERATOR_SLURMD_CONF"]],

@@ -25,6 +25,9 @@ class Supervisor:
         self.after_stop: dict[str, Callable[[], None]] = {}
         # [interval, next due, work]: run by wait()'s loop, in the main thread, between reaps.
         self.periodic: list[list] = []
+        # Log followers (tail -F): stopped last, after a moment, so a daemon's last words (why it
+        # exited) reach the pod's log before the follower goes.
+        self.followers: set[str] = set()
         self.stopping = False
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
@@ -73,9 +76,19 @@ class Supervisor:
     def _stop(self, signum, _frame) -> None:
         self.stopping = True  # wait() does the stopping, in order, outside the signal handler
 
+    def follow(self, name: str, path: str) -> subprocess.Popen:
+        """Copy a daemon's log file to the pod's log (polled every 0.2 s)."""
+        open(path, "a").close()
+        self.followers.add(name)
+        return self.start(name, ["tail", "-n", "+1", "-s", "0.2", "-F", path])
+
     def stop(self) -> None:
-        """Stop the daemons one by one, the last started first (each SIGTERM, then 30 s grace)."""
-        for name, proc in reversed(list(self.procs.items())):
+        """Stop the daemons one by one, the last started first (each SIGTERM, then 30 s grace); the
+        log followers last, once they have had time to copy what the others wrote last."""
+        order = sorted(reversed(list(self.procs.items())), key=lambda item: item[0] in self.followers)
+        for name, proc in order:
+            if name in self.followers and proc.poll() is None:
+                time.sleep(0.5)
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
                 try:

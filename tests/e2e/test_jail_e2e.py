@@ -30,6 +30,7 @@ from soperator.render.populate_jail import populate_jail_job
 from tests.cluster.controlplane import free_port
 from tests.conftest import make_cluster
 from tests.support.podman_pods import VolumeStore, require_name_resolution, start_pod
+from tests.support.wait import until as _wait
 
 pytestmark = pytest.mark.e2e
 SSH_PORT = 22
@@ -140,16 +141,6 @@ def cluster(images, tmp_path):
     for name in c.containers:
         print(f"----- {name}\n{podman('logs', '--tail', '30', name, check=False).stderr}")
     c.teardown()
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _ssh(port: int, user: str, key: paramiko.PKey) -> paramiko.SSHClient:

@@ -12,6 +12,7 @@ import yaml
 from soperator.api import parse_cluster
 from soperator.render.worker import worker_stateful_set
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError
+from tests.support.wait import until
 from tests.support_paths import ROOT
 
 pytestmark = pytest.mark.kube
@@ -27,14 +28,8 @@ def _get(kubectl, namespace, name) -> dict:
     return json.loads(kubectl("-n", namespace, "get", "slurmcluster", name, "-o", "json").stdout)
 
 
-def _until(predicate, timeout=60.0, interval=0.25):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not reached in time")
+def _until(predicate, timeout=60.0):
+    return until(predicate, timeout, "the controllers", interval=0.25)
 
 
 def test_control_plane_components_are_running(control_plane):

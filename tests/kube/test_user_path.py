@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import paramiko
 import pytest
@@ -22,6 +21,7 @@ from images.podman import PodmanError
 from tests.cluster.node import NODE_IP
 from tests.kube.conftest import adopt_crd
 from tests.kube.test_operator import scrape
+from tests.support.wait import until
 from tests.support_paths import ROOT
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
@@ -68,16 +68,6 @@ class Login:
         self.client.close()
 
 
-def _until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
 def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster, tools, kubectl, crd_installed,
                                                     namespace, tmp_path, service_account_token):
     adopt_crd(kubectl, "soperator", namespace)
@@ -119,7 +109,7 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge",
                 "-p", json.dumps({"spec": {"workers": {"replicas": 3}}}))
         kubectl("-n", namespace, "rollout", "status", f"statefulset/{NAME}-worker", "--timeout=300s")
-        _until(lambda: "3 idle" in login.run("sinfo -h -o '%D %t'"), 120, "three idle Slurm nodes")
+        until(lambda: "3 idle" in login.run("sinfo -h -o '%D %t'"), 120, "three idle Slurm nodes")
         login.run(f"sbatch --wait -w {NAME}-worker-2 -o /root/userpath/scaled.out --wrap hostname")
         assert login.run("cat /root/userpath/scaled.out").strip() == f"{NAME}-worker-2"
     finally:

@@ -7,6 +7,8 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.cluster.process import Component
 
 SLEEP = shutil.which("sleep")
@@ -30,3 +32,14 @@ def test_a_recycled_pid_running_another_program_is_left_alone(tmp_path):
     stale.stop(grace=1)
     time.sleep(0.1)
     assert Path(f"/proc/{os.getpid()}").exists()
+
+
+def test_a_second_local_node_is_refused_naming_the_first(tmp_path, monkeypatch):
+    from tests.cluster.node import HostState, NodeError
+
+    owner = tmp_path / "owner"
+    owner.write_text("/var/lib/soperator/local\n")
+    monkeypatch.setattr(HostState, "OWNER", owner)
+    with pytest.raises(NodeError, match="another local node runs from /var/lib/soperator/local"):
+        HostState(tmp_path / "second").prepare()
+    assert not (tmp_path / "second").exists()  # nothing recorded, no address added

@@ -58,3 +58,25 @@ def test_periodic_work_runs_in_the_loop_and_keeps_its_childrens_exit_codes():
     out = subprocess.run([sys.executable, "-c", PERIODIC], cwd=ROOT, capture_output=True, text=True,
                          timeout=30).stdout.split()
     assert out[0] == "7" and int(out[1]) >= 2 and out[2:] == ["[3]"], out
+
+
+FOLLOWED = """
+import sys, time
+from soperator.node.supervise import Supervisor
+sup = Supervisor()
+sup.follow("daemon-log", sys.argv[1])
+time.sleep(0.5)
+with open(sys.argv[1], "a") as log:
+    log.write("fatal: the reason it stopped\\n")
+sup.stop()  # at once, as when the daemon has just exited
+"""
+
+
+def test_a_daemons_last_log_line_reaches_the_pod_log_before_the_follower_stops(tmp_path):
+    """Found on the real kubelet: slurmd wrote why it failed to its log file and exited at once, and
+    the pod's log showed only the exit code: the follower was stopped before it read the line."""
+    log = tmp_path / "daemon.log"
+    proc = subprocess.run([sys.executable, "-c", FOLLOWED, str(log)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 0
+    assert "fatal: the reason it stopped" in proc.stdout, proc.stdout + proc.stderr
