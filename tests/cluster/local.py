@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.cluster.build import ensure_binaries
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.node import NODE_IP, HostState, Node
 
@@ -34,6 +35,7 @@ class LocalCluster:
         return self.workdir / "volumes"
 
     def start_plane(self) -> ControlPlane:
+        self._reclaim_stale_owner()
         self.host.prepare()
         began = time.monotonic()
         if not self.plane.attach():
@@ -55,6 +57,25 @@ class LocalCluster:
         self.start_plane()
         self.start_node()
         return self
+
+    def running(self) -> bool:
+        """Whether any process this directory's cluster started still runs."""
+        self.plane.attach()
+        if not self.node.components:
+            self.node.components = self.node._define(ensure_binaries())
+        return any(c.alive() for c in self.plane.components + self.node.components)
+
+    def _reclaim_stale_owner(self) -> None:
+        """A node whose every process is gone (its session was killed) is undone as its own `down`
+        would, so a new one can start; a live one is left to HostState.prepare to refuse."""
+        owner = HostState.owner()
+        if owner is None or owner == self.host.workdir:
+            return
+        stale = LocalCluster(owner.parent)
+        if not owner.parent.exists():
+            HostState.OWNER.unlink(missing_ok=True)  # its directory is gone: nothing left to undo
+        elif not stale.running():
+            stale.down()
 
     def down(self, purge: bool = False) -> None:
         self.node.stop()

@@ -333,10 +333,14 @@ class HostState:
         self.workdir = workdir
         self.record = workdir / "host.json"
 
+    @classmethod
+    def owner(cls) -> Path | None:
+        return Path(cls.OWNER.read_text().strip()) if cls.OWNER.exists() else None
+
     def prepare(self) -> None:
-        owner = self.OWNER.read_text().strip() if self.OWNER.exists() else ""
+        owner = str(self.owner() or "")
         if owner and owner != str(self.workdir):
-            raise NodeError(f"another local node runs from {owner}: stop it first "
+            raise NodeError(f"another local node runs from {Path(owner).parent}: stop it first "
                             "(.venv/bin/python examples/quickstart.py down)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         if not self.record.exists():

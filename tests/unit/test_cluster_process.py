@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.process import Component
+from tests.support.wait import until
 
 SLEEP = shutil.which("sleep")
 
@@ -19,7 +20,8 @@ def test_a_later_invocation_stops_the_process_by_its_pid_file(tmp_path):
     first.start()
     pid = first.proc.pid
     later = Component("sleeper", [SLEEP, "600"], tmp_path / "sleeper.log")  # what `down` builds anew
-    assert later.pid() == pid and later.alive()
+    # Right after the fork the child is still Python, not yet `sleep`: until then it is not ours.
+    assert until(later.pid, 5, "sleep to be exec'd") == pid and later.alive()
     later.stop(grace=5)
     assert first.proc.wait(timeout=1) == -15  # ended by SIGTERM; reaped here, as its parent
     assert not later.pidfile.exists()
@@ -38,8 +40,19 @@ def test_a_second_local_node_is_refused_naming_the_first(tmp_path, monkeypatch):
     from tests.cluster.node import HostState, NodeError
 
     owner = tmp_path / "owner"
-    owner.write_text("/var/lib/soperator/local\n")
+    owner.write_text("/var/lib/soperator/local/host\n")
     monkeypatch.setattr(HostState, "OWNER", owner)
     with pytest.raises(NodeError, match="another local node runs from /var/lib/soperator/local"):
         HostState(tmp_path / "second").prepare()
     assert not (tmp_path / "second").exists()  # nothing recorded, no address added
+
+
+def test_the_mark_of_a_node_whose_directory_is_gone_is_cleared(tmp_path, monkeypatch):
+    from tests.cluster.local import LocalCluster
+    from tests.cluster.node import HostState
+
+    owner = tmp_path / "owner"
+    owner.write_text(str(tmp_path / "killed-session" / "host"))
+    monkeypatch.setattr(HostState, "OWNER", owner)
+    LocalCluster(tmp_path / "new")._reclaim_stale_owner()
+    assert not owner.exists()
