@@ -67,6 +67,8 @@ class VolumeStore:
             files = {k: base64.b64decode(v) for k, v in self.objects[(kind, source["secretName"])]["data"].items()}
         path = self.root / kind / (source.get("name") or source["secretName"])
         path.mkdir(parents=True, exist_ok=True)
+        if kind == "ConfigMap":
+            path.chmod(0o777)  # as the kubelet makes a ConfigMap volume's directory (seen on the test node)
         for name, data in files.items():
             target = path / name
             target.write_bytes(data)
