@@ -4,7 +4,8 @@ The quick start (examples/quickstart.py, given the node's kubeconfig, so only it
 `helm install` of the three charts, the phase-by-phase wait for Ready, ssh + sbatch) brings the
 cluster up from our own images; the operator runs in cluster as the chart deploys it, populate-jail
 as a real Job pod. Then, as a user: paramiko to the login NodePort, `sbatch -N2`, scale to three
-workers through the CR, and `helm uninstall`, which must leave the jail and its data.
+workers through the CR, a partition change that must reach every node with no pod replaced, and
+`helm uninstall`, which must leave the jail and its data.
 """
 from __future__ import annotations
 
@@ -112,6 +113,18 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         until(lambda: "3 idle" in login.run("sinfo -h -o '%D %t'"), 120, "three idle Slurm nodes")
         login.run(f"sbatch --wait -w {NAME}-worker-2 -o /root/userpath/scaled.out --wrap hostname")
         assert login.run("cat /root/userpath/scaled.out").strip() == f"{NAME}-worker-2"
+
+        # A config change reaches the login node's sackd and every slurmd through the kubelet's
+        # ConfigMap refresh and one `scontrol reconfigure`; no pod is replaced.
+        pods = _pod_uids(kubectl, namespace)
+        kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
+            {"spec": {"partitions": [{"name": "main", "default": True, "maxTime": "1:00:00"}]}}))
+        limit = "grep -c MaxTime=1:00:00 /run/slurm/conf/slurm.conf"  # main is the only partition
+        until(lambda: login.run(f"{limit} || true").strip() == "1", 240, "the login node's new slurm.conf")
+        workers = f"sbatch --wait -N3 -o /root/userpath/conf.out --wrap \"srun sh -c '{limit} || true'\""
+        until(lambda: login.run(f"{workers} >/dev/null && cat /root/userpath/conf.out").split() == ["1"] * 3,
+              240, "every worker's new slurm.conf", interval=5)
+        assert _pod_uids(kubectl, namespace) == pods
     finally:
         login.close()
 
@@ -125,6 +138,11 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
     assert json.loads(kubectl("-n", namespace, "get", "pvc", f"{NAME}-jail", "-o", "json").stdout)["status"][
         "phase"] == "Bound"
     assert (jail / "root" / "userpath" / "scaled.out").read_text().strip() == f"{NAME}-worker-2"
+
+
+def _pod_uids(kubectl, namespace: str) -> dict[str, str]:
+    pods = json.loads(kubectl("-n", namespace, "get", "pods", "-o", "json").stdout)["items"]
+    return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods if p["status"].get("phase") == "Running"}
 
 
 def _operator_worked_in_cluster(kubectl, namespace: str, service_account_token) -> None:
