@@ -1,6 +1,7 @@
 """Quick start: a Slurm cluster with a shared-root jail on this machine, in one command.
 
     .venv/bin/python examples/quickstart.py up   [--ssh-key ~/.ssh/id_ed25519.pub] [--workers 2]
+    (no key of yours: one is made in the state directory, and the printed ssh command uses it)
     .venv/bin/python examples/quickstart.py down [--purge]
 
 `up` on this machine (the default, `--on local`; root, Debian, no Docker needed): a real single-node
@@ -196,12 +197,19 @@ def ssh_and_sbatch(args) -> None:
         job = "sbatch --wait -o /root/quickstart.out --wrap 'hostname; cat /etc/soperator-jail-release'"
         run("ssh", "-p", str(port), "-i", str(key), "-o", "StrictHostKeyChecking=no",
             "-o", "UserKnownHostsFile=/dev/null", f"root@{host}", f"{job} && cat /root/quickstart.out")
-        if forward is None:
-            print(f"\nLog in with:\n  ssh -i {key} -p {port} root@{host}\n", flush=True)
     finally:
         if forward is not None:
             forward.terminate()
             forward.wait(10)
+
+
+def print_login(args) -> None:
+    if args.on == "local":
+        host, port, _ = login_address(args)
+        print(f"\nLog in with:\n  ssh -i {args.ssh_key.with_suffix('')} -p {port} root@{host}\n", flush=True)
+    else:
+        print(f"\nLog in with: kubectl -n {args.namespace} port-forward service/{args.cluster_name}-login "
+              f"2222:22, then ssh -i {args.ssh_key.with_suffix('')} -p 2222 root@127.0.0.1\n", flush=True)
 
 
 def _free_port() -> int:
@@ -239,19 +247,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cluster-name", default="hpc", help="the SlurmCluster's name")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--jail-size", default="8Gi")
-    parser.add_argument("--ssh-key", type=Path, default=_default_key(), help="public key for root on the login node")
+    parser.add_argument("--ssh-key", type=Path, default=_default_key(),
+                        help="public key for root on the login node (default: ~/.ssh/id_*.pub, else one made "
+                             "in the state directory)")
     parser.add_argument("--set-operator", action="append", default=[], metavar="KEY=VALUE",
                         help="a --set for the slurm-operator chart (repeatable)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds to wait for the SlurmCluster")
     parser.add_argument("--skip-ssh", action="store_true", help="stop once the SlurmCluster is Ready")
     args = parser.parse_args(argv)
+    if args.command == "up" and args.ssh_key is None and args.on == "local" and args.kubeconfig is None:
+        args.ssh_key = _made_key(args.state_dir)
     if args.command == "up" and (args.ssh_key is None or not args.ssh_key.exists()):
         parser.error("no ssh public key: pass --ssh-key (or create one with ssh-keygen -t ed25519)")
     return args
 
 
+def _made_key(state_dir: Path) -> Path:
+    """A key for root made once in the state directory, for a user who has none."""
+    key = state_dir / "id_ed25519"
+    if not key.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "soperator-quickstart", "-f", str(key)],
+                       check=True)
+    return key.with_suffix(".pub")
+
+
 def steps_for(args) -> list:
-    product = [install_charts, wait_ready] + ([] if args.skip_ssh else [ssh_and_sbatch])
+    product = [install_charts, wait_ready] + ([] if args.skip_ssh else [ssh_and_sbatch]) + [print_login]
     if args.kubeconfig is not None:
         args.volumes_dir = args.volumes_dir or Path("/var/lib/soperator")
         return product

@@ -28,3 +28,17 @@ def test_missing_tools_are_named_before_anything_runs(tmp_path):
     assert proc.returncode == 1
     assert "not found on PATH: kubectl, helm" in proc.stderr
     assert "+ " not in proc.stdout  # no command was run
+
+
+def test_a_user_without_a_key_gets_one_made_in_the_state_directory(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("quickstart", SCRIPT)
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.ssh/id_*.pub
+    args = quickstart.parse_args(["up", "--state-dir", str(tmp_path / "state")])
+    assert args.ssh_key == tmp_path / "state" / "id_ed25519.pub"
+    assert args.ssh_key.read_text().startswith("ssh-ed25519 ")
+    again = quickstart.parse_args(["up", "--state-dir", str(tmp_path / "state")])
+    assert again.ssh_key.read_text() == args.ssh_key.read_text()  # made once, then reused
