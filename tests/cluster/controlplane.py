@@ -73,10 +73,7 @@ class ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
-        self.pki = TestPKI(self.workdir / "pki", ips=("127.0.0.1", self.address, KUBERNETES_SERVICE_IP))
-        # The apiserver's identity towards kubelets (logs, exec, port-forward).
-        self.kubelet_client = self.pki.issue("kube-apiserver-kubelet-client", "system:masters",
-                                             ExtendedKeyUsageOID.CLIENT_AUTH)
+        self._load_pki()
         self.api_port = self.api_port or free_port()
         self.etcd_port = self.etcd_port or free_port()
         self.peer_port = self.peer_port or free_port()
@@ -111,11 +108,16 @@ class ControlPlane:
             return False
         self.api_port, self.etcd_port, self.peer_port = state["api_port"], state["etcd_port"], state["peer_port"]
         self.address = state["address"]
-        self.pki = TestPKI(self.workdir / "pki", ips=("127.0.0.1", self.address, KUBERNETES_SERVICE_IP))
-        self.kubelet_client = self.pki.issue("kube-apiserver-kubelet-client", "system:masters",
-                                             ExtendedKeyUsageOID.CLIENT_AUTH)
+        self._load_pki()
         self._define(self.workdir / "logs")
         return not self.dead_components() and self._https_ok("/readyz")
+
+    def _load_pki(self) -> None:
+        """Made on the first start, read back by later ones (TestPKI keeps what its directory holds)."""
+        self.pki = TestPKI(self.workdir / "pki", ips=("127.0.0.1", self.address, KUBERNETES_SERVICE_IP))
+        # The apiserver's identity towards kubelets (logs, exec, port-forward).
+        self.kubelet_client = self.pki.issue("kube-apiserver-kubelet-client", "system:masters",
+                                             ExtendedKeyUsageOID.CLIENT_AUTH)
 
     def _define(self, logs: Path) -> None:
         bins = ensure_binaries()

@@ -8,11 +8,9 @@ jail's hostPath) survive `down()` unless `purge` is set.
 from __future__ import annotations
 
 import shutil
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from tests.cluster.build import ensure_binaries
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.node import NODE_IP, HostState, Node
 
@@ -22,13 +20,11 @@ DEFAULT_DIR = Path("/var/lib/soperator/local")
 @dataclass
 class LocalCluster:
     workdir: Path = DEFAULT_DIR
-    timings: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.host = HostState(self.workdir / "host")
         self.plane = ControlPlane(self.workdir / "plane", address=NODE_IP)
         self.node = Node(self.plane, self.workdir / "node")
-        self.node_started = False
 
     @property
     def volumes(self) -> Path:
@@ -37,20 +33,15 @@ class LocalCluster:
     def start_plane(self) -> ControlPlane:
         self._reclaim_stale_owner()
         self.host.prepare()
-        began = time.monotonic()
         if not self.plane.attach():
             self.plane.stop()
             self.plane.start()  # on the ports it had, so the `kubernetes` endpoint stays right
-        self.timings["control plane"] = time.monotonic() - began
         return self.plane
 
     def start_node(self) -> Node:
-        began = time.monotonic()
         if not self.node.attach():
             self.node.stop()
             self.node.start()
-        self.node_started = True
-        self.timings["node"] = time.monotonic() - began
         return self.node
 
     def up(self) -> "LocalCluster":
@@ -61,9 +52,7 @@ class LocalCluster:
     def running(self) -> bool:
         """Whether any process this directory's cluster started still runs."""
         self.plane.attach()
-        if not self.node.components:
-            self.node.components = self.node._define(ensure_binaries())
-        return any(c.alive() for c in self.plane.components + self.node.components)
+        return any(c.alive() for c in self.plane.components + self.node.define())
 
     def _reclaim_stale_owner(self) -> None:
         """A node whose every process is gone (its session was killed) is undone as its own `down`

@@ -96,10 +96,9 @@ class Node:
                 raise NodeError(f"{tool} not found: .ci/setup installs it (apt: containerd, runc, iptables, iproute2)")
         if not Path("/usr/lib/cni/bridge").exists():
             raise NodeError("CNI plugins not found in /usr/lib/cni: apt install containernetworking-plugins")
-        bins = ensure_binaries()
         self.logs.mkdir(parents=True, exist_ok=True)
         self._write_configs()
-        self.components = self._define(bins)
+        self.define()
         deadline = began + timeout
         try:
             containerd, kubelet, proxy, coredns = self.components
@@ -121,9 +120,12 @@ class Node:
         self.start_seconds = time.monotonic() - began
         return self
 
-    def _define(self, bins: dict[str, Path]) -> list[Component]:
-        work, logs = self.workdir, self.logs
-        return [
+    def define(self) -> list[Component]:
+        """The node's processes, by PID file: whether this invocation started them or an earlier one."""
+        if self.components:
+            return self.components
+        bins, work, logs = ensure_binaries(), self.workdir, self.logs
+        self.components = [
             Component("containerd", ["/usr/bin/containerd", "--config", str(work / "containerd.toml")],
                       logs / "containerd.log"),
             Component("kubelet", [
@@ -134,6 +136,7 @@ class Node:
                       logs / "kube-proxy.log"),
             Component("coredns", [str(bins["coredns"]), "-conf", str(work / "Corefile")], logs / "coredns.log"),
         ]
+        return self.components
 
     def _write_configs(self) -> None:
         work, pki = self.workdir, self.plane.pki
@@ -250,15 +253,12 @@ class Node:
             self.ports = json.loads((self.workdir / "ports.json").read_text())
         except (OSError, ValueError):
             return False
-        self.components = self._define(ensure_binaries())
-        return all(c.alive() for c in self.components) and self._node_ready()
+        return all(c.alive() for c in self.define()) and self._node_ready()
 
     def stop(self) -> None:
         """Stop every process and undo its network state, mounts and cgroups; safe to call on a
         half-started node. The address and sysctls are the host's (see HostState)."""
-        if not self.components:
-            self.components = self._define(ensure_binaries())
-        containerd, kubelet, proxy, coredns = self.components
+        containerd, kubelet, proxy, coredns = self.define()
         kubelet.stop()
         if containerd.alive():
             self._kill_containers()
@@ -274,43 +274,55 @@ class Node:
 
     def _kill_containers(self) -> None:
         """Containers outlive containerd (their shims keep them): end them while it still answers."""
-        for kind in ("tasks", "containers"):
-            ids = [line.split()[0] for line in self._ctr(kind, "ls", check=False).stdout.splitlines()[1:] if line]
-            for cid in ids:
-                if kind == "tasks":
-                    self._ctr("tasks", "kill", "-s", "SIGKILL", cid, check=False)
-                    for _ in range(50):
-                        if self._ctr("tasks", "delete", cid, check=False).returncode == 0:
-                            break
-                        time.sleep(0.1)
-                else:
-                    self._ctr("containers", "delete", cid, check=False)
+        for task in self._ctr_ids("tasks"):
+            self._ctr("tasks", "kill", "-s", "SIGKILL", task, check=False)
+            for _ in range(50):
+                if self._ctr("tasks", "delete", task, check=False).returncode == 0:
+                    break
+                time.sleep(0.1)
+        for container in self._ctr_ids("containers"):
+            self._ctr("containers", "delete", container, check=False)
+
+    def _ctr_ids(self, kind: str) -> list[str]:
+        return [line.split()[0] for line in self._ctr(kind, "ls", check=False).stdout.splitlines()[1:] if line]
+
+
+def _mounts_under(top: Path) -> list[str]:
+    prefix = str(top.resolve()) + "/"
+    points = [line.split()[4].replace("\\040", " ") for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [p for p in points if p == prefix[:-1] or p.startswith(prefix)]
+
 
 def _unmount_under(top: Path) -> None:
-    prefix = str(top.resolve()) + "/"
-    points = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].replace("\\040", " ")
-        if point == prefix[:-1] or point.startswith(prefix):
-            points.append(point)
-    for point in sorted(points, key=len, reverse=True):
+    for point in sorted(_mounts_under(top), key=len, reverse=True):
         run("umount", "-l", point, check=False)
 
 
+def _has_address() -> bool:
+    return f"{NODE_IP}/32" in run("ip", "-4", "addr", "show", "dev", "lo").stdout
+
+
+# The kubelet's and kube-proxy's iptables chains are named KUBE-*, in these tools and tables.
+IPTABLES = [(tool, table) for tool in ("iptables", "ip6tables") for table in ("filter", "nat", "mangle")]
+
+
+def _kube_chains(rules: list[str]) -> list[str]:
+    return [r.split()[1] for r in rules if r.startswith("-N KUBE-")]
+
+
 def _remove_kube_chains() -> None:
-    """The kubelet's and kube-proxy's iptables chains (KUBE-*), and the jumps into them."""
-    for tool in ("iptables", "ip6tables"):
-        for table in ("filter", "nat", "mangle"):
-            rules = run(tool, "-t", table, "-S", check=False).stdout.splitlines()
-            chains = [r.split()[1] for r in rules if r.startswith("-N KUBE-")]
-            for rule in rules:
-                parts = rule.split()
-                if parts[:1] == ["-A"] and not parts[1].startswith("KUBE-") and "KUBE-" in rule:
-                    run(tool, "-t", table, "-D", *parts[1:], check=False)
-            for chain in chains:
-                run(tool, "-t", table, "-F", chain, check=False)
-            for chain in chains:
-                run(tool, "-t", table, "-X", chain, check=False)
+    """The KUBE-* chains, and the jumps into them."""
+    for tool, table in IPTABLES:
+        rules = run(tool, "-t", table, "-S", check=False).stdout.splitlines()
+        chains = _kube_chains(rules)
+        for rule in rules:
+            parts = rule.split()
+            if parts[:1] == ["-A"] and not parts[1].startswith("KUBE-") and "KUBE-" in rule:
+                run(tool, "-t", table, "-D", *parts[1:], check=False)
+        for chain in chains:
+            run(tool, "-t", table, "-F", chain, check=False)
+        for chain in chains:
+            run(tool, "-t", table, "-X", chain, check=False)
 
 
 def _remove_kubepods_cgroups() -> None:
@@ -320,6 +332,13 @@ def _remove_kubepods_cgroups() -> None:
             for cgroup in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
                 cgroup.rmdir()  # empty by now: every container was killed
             top.rmdir()
+
+
+def host_snapshot() -> dict[str, dict]:
+    """What a node changes outside its directories: the sysctls the kubelet rewrites, and whether
+    the paths it writes to exist."""
+    return {"sysctls": {name: Path("/proc/sys", name).read_text().strip() for name in SYSCTLS},
+            "paths": {str(p): p.exists() for p in HOST_PATHS}}
 
 
 class HostState:
@@ -344,13 +363,9 @@ class HostState:
                             "(.venv/bin/python examples/quickstart.py down)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         if not self.record.exists():
-            self.record.write_text(json.dumps({
-                "sysctls": {name: Path("/proc/sys", name).read_text().strip() for name in SYSCTLS},
-                "paths": {str(p): p.exists() for p in HOST_PATHS},
-                "address": f"{NODE_IP}/32" in run("ip", "-4", "addr", "show", "dev", "lo").stdout,
-            }))
+            self.record.write_text(json.dumps({**host_snapshot(), "address": _has_address()}))
         self.OWNER.write_text(str(self.workdir))
-        if f"{NODE_IP}/32" not in run("ip", "-4", "addr", "show", "dev", "lo").stdout:
+        if not _has_address():
             run("ip", "addr", "add", f"{NODE_IP}/32", "dev", "lo")
 
     def restore(self) -> None:
@@ -372,18 +387,14 @@ class HostState:
 def host_leftovers(workdir: Path, image_store: Path = CACHE / "containerd") -> list[str]:
     """What a stopped node would have left on the host; empty when `down` undid everything."""
     found = []
-    if f"{NODE_IP}/32" in run("ip", "-4", "addr", "show", "dev", "lo").stdout:
+    if _has_address():
         found.append(f"address {NODE_IP} on lo")
     if run("ip", "link", "show", BRIDGE, check=False).returncode == 0:
         found.append(f"link {BRIDGE}")
-    for tool in ("iptables", "ip6tables"):
-        for table in ("filter", "nat", "mangle"):
-            chains = [r.split()[1] for r in run(tool, "-t", table, "-S", check=False).stdout.splitlines()
-                      if r.startswith("-N KUBE-")]
-            found += [f"{tool} -t {table} chain {c}" for c in chains]
-    tops = [str(workdir.resolve()) + "/", str(image_store.resolve()) + "/"]
-    found += [f"mount {line.split()[4]}" for line in Path("/proc/self/mountinfo").read_text().splitlines()
-              if any(line.split()[4].startswith(top) for top in tops)]
+    for tool, table in IPTABLES:
+        chains = _kube_chains(run(tool, "-t", table, "-S", check=False).stdout.splitlines())
+        found += [f"{tool} -t {table} chain {c}" for c in chains]
+    found += [f"mount {point}" for top in (workdir, image_store) for point in _mounts_under(top)]
     found += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("*/kubepods")]
     if HostState.OWNER.exists():
         found.append(str(HostState.OWNER))

@@ -1,6 +1,6 @@
 """A long-running component of the local cluster: started here, stopped by PID, its log kept.
 
-The PID goes to a file beside the log, so a later invocation (`python -m tests.cluster down`) stops
+The PID goes to a file beside the log, so a later invocation (`examples/quickstart.py down`) stops
 exactly the process this one started: it checks that the PID still runs the same program before it
 signals, so a recycled PID is never hit.
 """
@@ -20,7 +20,6 @@ class Component:
     argv: list[str]
     log: Path
     proc: subprocess.Popen | None = None
-    env: dict[str, str] | None = None
 
     @property
     def pidfile(self) -> Path:
@@ -30,7 +29,7 @@ class Component:
         with open(self.log, "ab") as fh:
             # Its own session: Ctrl-C in the terminal that ran `up` does not reach it.
             self.proc = subprocess.Popen(self.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=self.env, start_new_session=True)
+                                         start_new_session=True)
         self.pidfile.write_text(str(self.proc.pid))
 
     def pid(self) -> int | None:

@@ -30,6 +30,8 @@ from soperator.render.populate_jail import populate_jail_job
 from tests.cluster.controlplane import free_port
 from tests.conftest import make_cluster
 from tests.support.podman_pods import VolumeStore, require_name_resolution, start_pod
+from tests.support.ssh_session import connect
+from tests.support.ssh_session import run as _run
 from tests.support.wait import until as _wait
 
 pytestmark = pytest.mark.e2e
@@ -144,17 +146,7 @@ def cluster(images, tmp_path):
 
 
 def _ssh(port: int, user: str, key: paramiko.PKey) -> paramiko.SSHClient:
-    client = paramiko.SSHClient()
-    client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-    client.connect("127.0.0.1", port=port, username=user, pkey=key, allow_agent=False, look_for_keys=False,
-                   timeout=10)
-    return client
-
-
-def _run(client: paramiko.SSHClient, command: str) -> tuple[int, str, str]:
-    _, stdout, stderr = client.exec_command(command, timeout=60)
-    out, err = stdout.read().decode(), stderr.read().decode()
-    return stdout.channel.recv_exit_status(), out, err
+    return connect("127.0.0.1", port, user, key)  # the login container publishes sshd on loopback
 
 
 def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):

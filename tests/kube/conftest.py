@@ -14,7 +14,7 @@ import pytest
 from tests.cluster.build import BuildError
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError
 from tests.cluster.local import LocalCluster
-from tests.cluster.node import HOST_PATHS, SYSCTLS, NodeError, host_leftovers
+from tests.cluster.node import NodeError, host_leftovers, host_snapshot
 from tests.cluster.tools import ToolsError, ensure_tools
 from tests.support_paths import ROOT
 
@@ -22,17 +22,12 @@ LOG_KEEP = ROOT / ".cache" / "kube-logs"
 _SEQUENCE = itertools.count()
 
 
-def _host_snapshot() -> dict[str, str]:
-    return ({str(p): str(p.exists()) for p in HOST_PATHS}
-            | {name: Path("/proc/sys", name).read_text().strip() for name in SYSCTLS})
-
-
 @pytest.fixture(scope="session")
 def local_cluster(request):
     """Torn down with `down()`, the code `quickstart.py down` runs, then checked: a process, mount,
     chain, link, address, cgroup, sysctl or path left behind fails the session."""
     workdir = Path(tempfile.mkdtemp(prefix="soperator-kube-"))
-    before = _host_snapshot()
+    before = host_snapshot()
     cluster = LocalCluster(workdir)
     failed_before = request.session.testsfailed
     try:
@@ -49,8 +44,9 @@ def local_cluster(request):
     pids = [c.pid() for c in cluster.plane.components + cluster.node.components]
     cluster.down()
     left = host_leftovers(workdir) + [f"process {pid}" for pid in pids if pid and Path(f"/proc/{pid}").exists()]
-    after = _host_snapshot()
-    left += [f"{key}: {before[key]} before, {after[key]} after" for key in before if before[key] != after[key]]
+    after = host_snapshot()
+    left += [f"{key}: {value} before, {after[kind][key]} after" for kind, values in before.items()
+             for key, value in values.items() if after[kind][key] != value]
     shutil.rmtree(workdir, ignore_errors=True)
     assert not left, f"the local cluster's down() left these behind: {left}"
 

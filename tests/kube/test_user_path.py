@@ -22,6 +22,7 @@ from images.podman import PodmanError
 from tests.cluster.node import NODE_IP
 from tests.kube.conftest import adopt_crd
 from tests.kube.test_operator import scrape
+from tests.support.ssh_session import connect, run
 from tests.support.wait import until
 from tests.support_paths import ROOT
 
@@ -47,15 +48,10 @@ def node_images(node):
 
 class Login:
     def __init__(self, port: int, key: paramiko.Ed25519Key):
-        self.client = paramiko.SSHClient()
-        self.client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-        self.client.connect(NODE_IP, port=port, username="root", pkey=key, timeout=30, allow_agent=False,
-                            look_for_keys=False)
+        self.client = connect(NODE_IP, port, "root", key, timeout=30)
 
     def run(self, command: str, timeout: float = 300) -> str:
-        _, stdout, stderr = self.client.exec_command(command, timeout=timeout)
-        out, err = stdout.read().decode(), stderr.read().decode()
-        code = stdout.channel.recv_exit_status()
+        code, out, err = run(self.client, command, timeout)
         assert code == 0, f"`{command}` exited {code}: {out}{err}"
         return out
 
