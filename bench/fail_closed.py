@@ -42,11 +42,11 @@ def first_guard_only(work: Path) -> Path:
 
 
 def run(label: str, plugin: Path | None, work: Path) -> None:
-    cluster = make_cluster(workers={"replicas": 1}, slurmConfig={
+    cluster = make_cluster(nodeSets=[{"name": "worker", "replicas": 1}], slurmConfig={
         "proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
         "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
     with SlurmSandbox(work / "box", slurm_files(cluster), controller_host(cluster), generate_munge_key(),
-                      names=[NODE], slurmd=NODE, jail=work / "no-such-jail", node_conf=worker_node_conf(cluster),
+                      names=[NODE], slurmd=NODE, jail=work / "no-such-jail", node_conf=worker_node_conf(cluster.spec.node_sets[0]),
                       mounts={"/opt/soperator/lib/spank_chroot.so": plugin} if plugin else None) as box:
         if not box.status["ready"]:
             raise SystemExit(f"sandbox not ready: {box.status}")

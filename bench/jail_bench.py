@@ -31,13 +31,13 @@ NO_PLUGIN = "# no plugin: steps run on the node's root\n"
 
 
 def _sandbox(work: Path) -> tuple[SlurmSandbox, Path, dict[str, str]]:
-    cluster = make_cluster(name="bench", workers={"replicas": 1},
+    cluster = make_cluster(name="bench", nodeSets=[{"name": "worker", "replicas": 1}],
                            slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
                                         "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
     files = slurm_files(cluster)
     jail = make_thin_jail(work / "jail")
     box = SlurmSandbox(work / "box", files, controller_host(cluster), b"k" * 1024, names=[NODE], slurmd=NODE,
-                       jail=jail, node_conf=worker_node_conf(cluster))
+                       jail=jail, node_conf=worker_node_conf(cluster.spec.node_sets[0]))
     if not box.status["ready"]:
         raise SystemExit(f"sandbox not ready: {box.status}\n{box.slurmd_log()}")
     return box, work / "box" / "etc-slurm" / "plugstack.conf", files

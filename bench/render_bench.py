@@ -19,7 +19,7 @@ COUNTS = (1, 100, 5000)
 
 def _cluster(workers: int):
     return parse_cluster({"apiVersion": "slurm.soperator.dev/v1alpha1", "kind": "SlurmCluster",
-                          "metadata": {"name": "bench"}, "spec": {"workers": {"replicas": workers, "gpus": 8}}})
+                          "metadata": {"name": "bench"}, "spec": {"nodeSets": [{"name": "gpu", "replicas": workers, "gpus": 8}]}})
 
 
 def measure(workers: int, keys: KeyMaterial, repeat: int) -> tuple[float, float, int]:

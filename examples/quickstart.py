@@ -117,7 +117,7 @@ def install_charts(args) -> None:
         "--set", f"jail.persistentVolume.hostPath={volumes}-jail", "--set", "controllerSpool.enabled=true",
         "--set", "controllerSpool.persistentVolume.enabled=true",
         "--set", f"controllerSpool.persistentVolume.hostPath={volumes}-spool")
-    values = {"spec": {"workers": {"replicas": args.workers},
+    values = {"spec": {"nodeSets": [{"name": "worker", "replicas": args.workers}],
                        "controller": {"spool": {"claimName": f"{name}-controller-spool"}},
                        "slurmConfig": {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"},
                        "login": {"service": {"type": "NodePort"},

@@ -60,8 +60,8 @@ def cmd_render(args: argparse.Namespace) -> int:
         if not args.keys_dir:
             print("error: --with-secrets needs --keys-dir DIR (where the keys are kept)", file=sys.stderr)
             return 2
-        munge, host = load_or_create(args.keys_dir)
-        keys = KeyMaterial(munge_key=munge, ssh_host_keys=host)
+        munge, host, jwt_key = load_or_create(args.keys_dir)
+        keys = KeyMaterial(munge_key=munge, ssh_host_keys=host, jwt_key=jwt_key)
         print("warning: the output holds private keys (munge key, ssh host keys): keep it like them",
               file=sys.stderr)
     objects = [obj for cluster in clusters for obj in render_all(cluster, keys)]

@@ -8,6 +8,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 MUNGE_KEY_BYTES = 1024
+# HS256: a key as long as the hash (Slurm's guide makes 32 random bytes).
+JWT_KEY_BYTES = 32
 
 
 @dataclass(frozen=True)
@@ -18,6 +20,10 @@ class SshHostKey:
 
 def generate_munge_key() -> bytes:
     return os.urandom(MUNGE_KEY_BYTES)
+
+
+def generate_jwt_key() -> bytes:
+    return os.urandom(JWT_KEY_BYTES)
 
 
 def _host_key(key) -> SshHostKey:
@@ -36,14 +42,20 @@ def generate_ssh_host_keys() -> dict[str, SshHostKey]:
     }
 
 
-def load_or_create(directory: str) -> tuple[bytes, dict[str, SshHostKey]]:
-    """Keys kept in a directory, created once: repeated renders stay byte-identical."""
+def _secret_file(directory: str, name: str, generate) -> bytes:
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        _write_private(path, generate())
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def load_or_create(directory: str) -> tuple[bytes, dict[str, SshHostKey], bytes]:
+    """Keys kept in a directory, created once: repeated renders stay byte-identical.
+    Returns (munge key, ssh host keys, JWT key)."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    munge_path = os.path.join(directory, "munge.key")
-    if not os.path.exists(munge_path):
-        _write_private(munge_path, generate_munge_key())
-    with open(munge_path, "rb") as fh:
-        munge = fh.read()
+    munge = _secret_file(directory, "munge.key", generate_munge_key)
+    jwt_key = _secret_file(directory, "jwt_hs256.key", generate_jwt_key)
     host_keys: dict[str, SshHostKey] = {}
     fresh = None
     for key_type in ("ed25519", "ecdsa", "rsa"):
@@ -55,7 +67,7 @@ def load_or_create(directory: str) -> tuple[bytes, dict[str, SshHostKey]]:
                 fh.write(fresh[key_type].public + "\n")
         with open(path) as priv, open(path + ".pub") as pub:
             host_keys[key_type] = SshHostKey(private=priv.read(), public=pub.read().strip())
-    return munge, host_keys
+    return munge, host_keys, jwt_key
 
 
 def _write_private(path: str, data: bytes) -> None:

@@ -1,4 +1,5 @@
-"""The operator's only door to the Kubernetes API: get, server-side apply, create, delete, status, events.
+"""The operator's only door to the Kubernetes API: get, list, server-side apply, create, delete, status,
+pod conditions, events.
 
 Every write goes through here, so a test can count them (see `writes`).
 """
@@ -28,6 +29,10 @@ class Kube:
         except NotFoundError:
             return None
 
+    def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict]:
+        res = self._res(api_version, kind).get(namespace=namespace, label_selector=label_selector)
+        return res.to_dict().get("items") or []
+
     def apply(self, obj: dict) -> dict:
         """Server-side apply with our field manager; forced, since these fields are ours to own."""
         self.writes += 1
@@ -50,6 +55,13 @@ class Kube:
         self.writes += 1
         self._res(api_version, kind).status.patch(
             name=name, namespace=namespace, body={"status": status}, content_type="application/merge-patch+json")
+
+    def patch_pod_condition(self, namespace: str, name: str, condition: dict) -> None:
+        """Set one condition of a pod's status; the kubelet keeps conditions of types it does not own."""
+        self.writes += 1
+        self._res("v1", "Pod").status.patch(
+            name=name, namespace=namespace, body={"status": {"conditions": [condition]}},
+            content_type="application/strategic-merge-patch+json")
 
     def review_token(self, token: str) -> tuple[str, list[str]] | None:
         """The user and groups a bearer token belongs to (TokenReview), or None if it is not valid."""

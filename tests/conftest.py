@@ -6,6 +6,8 @@ from soperator.keys import generate_munge_key, generate_ssh_host_keys
 from soperator.render import KeyMaterial
 from tests.support_paths import EXAMPLES
 
+pytest_plugins = ["tests.support.rest_slurm"]
+
 
 @pytest.fixture(scope="session")
 def keys() -> KeyMaterial:

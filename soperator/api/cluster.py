@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from soperator.api.common import ApiModel
+from soperator.api.common import ApiModel, AtField
 from soperator.api.fields import LabelMap
-from soperator.api.spec import SlurmClusterSpec
+from soperator.api.spec import MAX_STATEFUL_SET_NAME, SlurmClusterSpec
 from soperator.api.status import SlurmClusterStatus
 
 GROUP = "slurm.soperator.dev"
@@ -42,6 +42,16 @@ class SlurmCluster(ApiModel):
     metadata: ObjectMeta
     spec: SlurmClusterSpec = Field(default_factory=SlurmClusterSpec)
     status: Optional[SlurmClusterStatus] = None
+
+    @model_validator(mode="after")
+    def _node_set_names_fit(self) -> "SlurmCluster":
+        for i, node_set in enumerate(self.spec.node_sets):
+            name = f"{self.metadata.name}-{node_set.name}"
+            if len(name) > MAX_STATEFUL_SET_NAME:
+                raise AtField(("spec", "nodeSets", i, "name"),
+                              f"StatefulSet name {name!r} is {len(name)} characters; at most "
+                              f"{MAX_STATEFUL_SET_NAME} (metadata.name and the node set's name together)")
+        return self
 
     @property
     def name(self) -> str:

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from soperator.api.cluster import GROUP, KIND, MAX_NAME_LENGTH, NAME_PATTERN, PLURAL, VERSION
-from soperator.api.spec import SlurmClusterSpec
+from soperator.api.spec import MAX_STATEFUL_SET_NAME, SlurmClusterSpec
 from soperator.api.status import SlurmClusterStatus
 from soperator.yamlio import dump
 
@@ -102,6 +102,12 @@ def openapi_schema() -> dict[str, Any]:
         }, {
             "rule": f"self.metadata.name.matches('{NAME_PATTERN}')", "fieldPath": ".metadata.name",
             "message": "metadata.name must start with a letter: Service names are derived from it",
+        }, {
+            "rule": "!has(self.spec.nodeSets) || self.spec.nodeSets.all(n, "
+                    f"size(self.metadata.name) + 1 + size(n.name) <= {MAX_STATEFUL_SET_NAME})",
+            "fieldPath": ".spec.nodeSets",
+            "message": f"nodeSets: '<metadata.name>-<name>' must be at most {MAX_STATEFUL_SET_NAME} characters "
+                       "(the node set's StatefulSet)",
         }],
     }
 
@@ -110,9 +116,21 @@ def crd() -> dict[str, Any]:
     columns = [
         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
         {"name": "Workers", "type": "integer", "jsonPath": ".status.workers.ready",
-         "description": "ready worker pods"},
-        {"name": "Desired", "type": "integer", "jsonPath": ".spec.workers.replicas",
-         "description": "desired worker pods"},
+         "description": "ready worker pods, every node set together"},
+        {"name": "Desired", "type": "integer", "jsonPath": ".status.workers.desired",
+         "description": "desired worker pods, every node set together"},
+        {"name": "Idle", "type": "integer", "jsonPath": ".status.slurmNodes.idle",
+         "description": "Slurm nodes idle"},
+        {"name": "Busy", "type": "integer", "jsonPath": ".status.slurmNodes.allocated",
+         "description": "Slurm nodes fully allocated"},
+        {"name": "Mixed", "type": "integer", "jsonPath": ".status.slurmNodes.mixed", "priority": 1,
+         "description": "Slurm nodes partly allocated"},
+        {"name": "Drained", "type": "integer", "jsonPath": ".status.slurmNodes.drained",
+         "description": "Slurm nodes drained (draining ones in -o wide)"},
+        {"name": "Draining", "type": "integer", "jsonPath": ".status.slurmNodes.draining", "priority": 1,
+         "description": "Slurm nodes draining: running jobs, taking no more"},
+        {"name": "Down", "type": "integer", "jsonPath": ".status.slurmNodes.down",
+         "description": "Slurm nodes down"},
         {"name": "Login", "type": "string", "jsonPath": ".status.loginEndpoint"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
     ]
@@ -131,12 +149,8 @@ def crd() -> dict[str, Any]:
                 "served": True,
                 "storage": True,
                 "schema": {"openAPIV3Schema": openapi_schema()},
-                "subresources": {
-                    "status": {},
-                    "scale": {"specReplicasPath": ".spec.workers.replicas",
-                              "statusReplicasPath": ".status.workers.ready",
-                              "labelSelectorPath": ".status.workers.selector"},
-                },
+                # No scale subresource: replicas are per node set.
+                "subresources": {"status": {}},
                 "additionalPrinterColumns": columns,
             }],
         },
@@ -151,9 +165,18 @@ def values_schema() -> dict[str, Any]:
             return [convert(n) for n in node]
         if not isinstance(node, dict):
             return node
-        node = {k: convert(v) for k, v in node.items() if not k.startswith("x-kubernetes") and k != "default"}
+        closed = "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields")
+        props = {k: convert(v) for k, v in node.get("properties", {}).items()}  # a field may be called default
+        node = {k: convert(v) for k, v in node.items()
+                if not k.startswith("x-kubernetes") and k not in ("default", "properties")}
+        if props:
+            node["properties"] = props
         if node.pop("nullable", False) and "type" in node:
             node["type"] = [node["type"], "null"]
+        if closed:
+            # The apiserver would prune an unknown field without a word (helm applies no strict field
+            # validation): a misspelt or removed key fails here, named.
+            node["additionalProperties"] = False
         return node
 
     spec = convert(openapi_schema()["properties"]["spec"])

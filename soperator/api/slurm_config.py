@@ -8,7 +8,7 @@ from typing import Literal, Optional
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from typing_extensions import Annotated
 
-from soperator.api.common import ApiModel, cel
+from soperator.api.common import ApiModel, cel, first_duplicate
 from soperator.api.grammar import PlugStackLine, SlurmListItem, SlurmName, SlurmTime, extra_keys
 from soperator.api.paths import ProgramPath
 
@@ -42,14 +42,22 @@ class Partition(ApiModel):
         ("self.name.lowerAscii() != 'default'", "name: DEFAULT is Slurm's defaults line, not a partition")))
 
     name: SlurmName
-    node_feature: Optional[SlurmName] = Field(
-        default=None, description="the partition's nodes: the workers with this feature (one of "
-        "spec.workers.features); default: every worker. Workers are dynamic nodes, so a partition names "
-        "them by feature, never by host name")
+    node_sets: list[Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]] = Field(
+        default_factory=list, max_length=32, description="the node sets (spec.nodeSets names) whose workers "
+        "this partition spans; none: every node set", json_schema_extra=cel(
+            ("self.all(a, self.exists_one(b, b == a))", "a node set is listed twice")))
     default: bool = False
     max_time: SlurmTime = "INFINITE"
     state: Literal["UP", "DOWN", "DRAIN", "INACTIVE"] = "UP"
     extra: extra_keys(MANAGED_PARTITION_KEYS, "partition") = Field(default_factory=dict)
+
+    @field_validator("node_sets")
+    @classmethod
+    def _once_each(cls, node_sets: list[str]) -> list[str]:
+        twice = first_duplicate(node_sets)
+        if twice:
+            raise ValueError(f"{twice!r} is listed twice")
+        return node_sets
 
     @field_validator("name")
     @classmethod

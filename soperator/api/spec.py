@@ -61,33 +61,6 @@ class ControllerSpec(ComponentBase):
     spool: SpoolVolume = Field(default_factory=SpoolVolume)
 
 
-class WorkerSpec(ComponentBase):
-    replicas: int = Field(default=2, ge=0, le=65536)
-    cpus: int = Field(default=1, ge=1, le=16384)
-    real_memory_mib: int = Field(default=1024, ge=1, description="RealMemory of each node, in MiB")
-    gpus: int = Field(default=0, ge=0, le=64)
-    gpu_type: Optional[SlurmName] = Field(
-        default=None, description="the GPUs' Slurm type (as NVML names them, e.g. nvidia_h100_80gb_hbm3): "
-        "jobs then ask for --gres=gpu:<type>:N")
-    gres: list[GresEntry] = Field(
-        default_factory=list, max_length=16, description="more Gres= entries 'name[:type]:count', e.g. 'shard:8'",
-        json_schema_extra=cel(("self.all(g, !g.startsWith('gpu:'))", "GPUs are set by gpus, not as gres")))
-    features: list[SlurmName] = Field(default_factory=list, max_length=32)
-    shared_memory_size: Quantity = "64Mi"
-
-    @field_validator("gres")
-    @classmethod
-    def _gres_consistent(cls, gres: list[str], info: ValidationInfo) -> list[str]:
-        names = [g.split(":", 1)[0] for g in gres]
-        if "gpu" in names:
-            zero = " (it is 0)" if info.data.get("gpus") == 0 else ""
-            raise ValueError(f"GPUs are set by workers.gpus{zero}, not as a gres entry")
-        twice = first_duplicate(names)
-        if twice:
-            raise ValueError(f"{twice!r} is listed twice")
-        return gres
-
-
 class LoginService(ApiModel):
     """How users reach sshd. ClusterIP by default: nothing is exposed until the admin chooses a
     NodePort, or a LoadBalancer with the source ranges it may be reached from (never world-open by
@@ -167,15 +140,98 @@ class JailSpec(ApiModel):
     @field_validator("sub_mounts")
     @classmethod
     def _apart(cls, sub_mounts: list[JailSubMount]) -> list[JailSubMount]:
-        for attr in ("name", "mount_path"):
-            twice = first_duplicate([getattr(m, attr) for m in sub_mounts])
-            if twice:
-                raise ValueError(f"duplicate {attr} {twice!r}")
-        for outer in sub_mounts:
-            for inner in sub_mounts:
-                if inner.mount_path.startswith(outer.mount_path + "/"):
-                    raise ValueError(f"{inner.mount_path!r} lies inside {outer.mount_path!r}")
-        return sub_mounts
+        return distinct_sub_mounts(sub_mounts)
+
+
+def distinct_sub_mounts(sub_mounts: list[JailSubMount]) -> list[JailSubMount]:
+    for attr in ("name", "mount_path"):
+        twice = first_duplicate([getattr(m, attr) for m in sub_mounts])
+        if twice:
+            raise ValueError(f"duplicate {attr} {twice!r}")
+    for outer in sub_mounts:
+        for inner in sub_mounts:
+            if inner.mount_path.startswith(outer.mount_path + "/"):
+                raise ValueError(f"{inner.mount_path!r} lies inside {outer.mount_path!r}")
+    return sub_mounts
+
+
+# Names a node set may not take: its StatefulSet and pods are `<cluster>-<name>[-N]`, next to the
+# controller's and login's StatefulSets and the populate Job's pods.
+RESERVED_NODE_SET_NAMES = ("controller", "login", "populate-jail")
+# A StatefulSet's pods carry `controller-revision-hash: <statefulset>-<10 characters>`, a label value
+# of at most 63 characters: `<cluster>-<node set>` must stay within 52.
+MAX_STATEFUL_SET_NAME = 52
+
+
+class LocalVolume(ApiModel):
+    """A volume each worker of the node set has to itself (one PVC per pod, from a
+    volumeClaimTemplate), e.g. local NVMe scratch, mounted inside the jail at mountPath."""
+
+    mount_path: JailSubMountPath
+    size: Quantity
+    storage_class_name: Optional[DnsLabel] = None
+
+
+class NodeSetSpec(ComponentBase):
+    """A group of workers with the same hardware: its own StatefulSet, and a Slurm NodeSet and
+    feature both named after it, which partitions span."""
+
+    model_config = ConfigDict(json_schema_extra=cel(
+        ("!(self.name in " + str(list(RESERVED_NODE_SET_NAMES)) + ")",
+         "name: reserved for another object of the cluster"),
+        ("!has(self.gpuType) || (has(self.gpus) && self.gpus > 0)", "gpuType needs gpus > 0")))
+
+    name: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
+    replicas: int = Field(default=2, ge=0, le=65536)
+    image: Optional[ImageRef] = Field(default=None, description="default: images.worker")
+    cpus: int = Field(default=1, ge=1, le=16384)
+    real_memory_mib: int = Field(default=1024, ge=1, description="RealMemory of each node, in MiB")
+    gpus: int = Field(default=0, ge=0, le=64)
+    gpu_type: Optional[SlurmName] = Field(
+        default=None, description="the GPUs' Slurm type (as NVML names them, e.g. nvidia_h100_80gb_hbm3): "
+        "jobs then ask for --gres=gpu:<type>:N")
+    gres: list[GresEntry] = Field(
+        default_factory=list, max_length=16, description="more Gres= entries 'name[:type]:count', e.g. 'shard:8'",
+        json_schema_extra=cel(("self.all(g, !g.startsWith('gpu:'))", "GPUs are set by gpus, not as gres")))
+    features: list[SlurmName] = Field(default_factory=list, max_length=32)
+    shared_memory_size: Quantity = "64Mi"
+    # Bounded tighter than the jail's: the apiserver's CEL cost budget covers every node set's list.
+    sub_mounts: list[JailSubMount] = Field(
+        default_factory=list, max_length=8, description="more volumes inside the jail, on this node set's "
+        "workers only (after spec.jail.subMounts)", json_schema_extra=cel(
+            unique_rule("name", "subMounts: duplicate name"), unique_rule("mountPath", "subMounts: duplicate mountPath")))
+    local_volume: Optional[LocalVolume] = None
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, name: str) -> str:
+        if name in RESERVED_NODE_SET_NAMES:
+            raise ValueError(f"{name!r} is reserved for another object of the cluster")
+        return name
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _type_needs_gpus(cls, gpu_type: Optional[str], info: ValidationInfo) -> Optional[str]:
+        if gpu_type and not info.data.get("gpus"):
+            raise ValueError("gpuType needs gpus > 0")
+        return gpu_type
+
+    @field_validator("gres")
+    @classmethod
+    def _gres_consistent(cls, gres: list[str], info: ValidationInfo) -> list[str]:
+        names = [g.split(":", 1)[0] for g in gres]
+        if "gpu" in names:
+            zero = " (it is 0)" if info.data.get("gpus") == 0 else ""
+            raise ValueError(f"GPUs are set by gpus{zero}, not as a gres entry")
+        twice = first_duplicate(names)
+        if twice:
+            raise ValueError(f"{twice!r} is listed twice")
+        return gres
+
+    @field_validator("sub_mounts")
+    @classmethod
+    def _apart(cls, sub_mounts: list[JailSubMount]) -> list[JailSubMount]:
+        return distinct_sub_mounts(sub_mounts)
 
 
 # Where a Kubernetes cluster keeps what a login shell must not reach: RFC 1918, shared (CGNAT) and
@@ -202,10 +258,22 @@ class SecretRefs(ApiModel):
 
     munge_key: Optional[DnsLabel] = None
     ssh_host_keys: Optional[DnsLabel] = None
+    jwt_key: Optional[DnsLabel] = Field(
+        default=None, description="a Secret whose key jwt_hs256.key signs the operator's slurmrestd tokens")
+
+
+def _node_sets_default() -> list[NodeSetSpec]:
+    return [NodeSetSpec(name="worker")]
 
 
 class SlurmClusterSpec(ApiModel):
     cluster_domain: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")] = "cluster.local"
+    node_sets: list[NodeSetSpec] = Field(
+        default_factory=_node_sets_default, min_length=1, max_length=16,
+        description="groups of workers, each its own StatefulSet and Slurm NodeSet",
+        json_schema_extra=cel(unique_rule("name", "duplicate node set name"), (
+            "self.all(a, !has(a.features) || a.features.all(f, f == a.name || !self.exists(b, b.name == f)))",
+            "a feature may not be another node set's name: that node set would take these nodes")))
     partitions: list[Partition] = Field(
         default_factory=lambda: [Partition(name="main", default=True)], min_length=1, max_length=64,
         json_schema_extra=cel(("self.filter(p, has(p.default) && p.default).size() <= 1",
@@ -213,7 +281,6 @@ class SlurmClusterSpec(ApiModel):
                               unique_rule("name", "duplicate partition name")))
     images: Images = Field(default_factory=Images)
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
-    workers: WorkerSpec = Field(default_factory=WorkerSpec)
     login: LoginSpec = Field(default_factory=LoginSpec)
     jail: JailSpec = Field(default_factory=JailSpec)
     populate_jail: PopulateJailSpec = Field(default_factory=PopulateJailSpec)
@@ -225,23 +292,39 @@ class SlurmClusterSpec(ApiModel):
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
 
     model_config = ConfigDict(json_schema_extra=cel(
-        ("!has(self.workers) || !has(self.workers.replicas) || self.workers.replicas <= "
+        ("!has(self.nodeSets) || self.nodeSets.map(n, has(n.replicas) ? n.replicas : 2).sum() <= "
          "(has(self.slurmConfig) && has(self.slurmConfig.maxNodeCount) ? self.slurmConfig.maxNodeCount : 1024)",
-         "workers.replicas: more than slurmConfig.maxNodeCount"),
-        ("!has(self.partitions) || self.partitions.all(p, !has(p.nodeFeature) || "
-         "(has(self.workers) && has(self.workers.features) && p.nodeFeature in self.workers.features))",
-         "partitions: a nodeFeature must be one of workers.features")))
+         "nodeSets: more replicas in all than slurmConfig.maxNodeCount"),
+        ("!has(self.partitions) || self.partitions.all(p, !has(p.nodeSets) || p.nodeSets.all(s, "
+         "has(self.nodeSets) ? self.nodeSets.exists(n, n.name == s) : s == 'worker'))",
+         "partitions: nodeSets must name node sets of spec.nodeSets")))
+
+    @field_validator("node_sets")
+    @classmethod
+    def _node_sets_apart(cls, node_sets: list[NodeSetSpec]) -> list[NodeSetSpec]:
+        names = [n.name for n in node_sets]
+        twice = first_duplicate(names)
+        if twice:
+            raise ValueError(f"duplicate name {twice!r}")
+        for i, node_set in enumerate(node_sets):
+            for j, feature in enumerate(node_set.features):
+                if feature != node_set.name and feature in names:
+                    raise AtField((i, "features", j), f"{feature!r} is another node set's name: that node set "
+                                                      "would take these nodes")
+        return node_sets
 
     @model_validator(mode="after")
     def _workers_fit_and_partitions_have_nodes(self) -> "SlurmClusterSpec":
-        if self.workers.replicas > self.slurm_config.max_node_count:
-            raise AtField(("workers", "replicas"), f"{self.workers.replicas} is more than slurmConfig.maxNodeCount "
-                                                   f"({self.slurm_config.max_node_count})")
+        total = sum(n.replicas for n in self.node_sets)
+        if total > self.slurm_config.max_node_count:
+            raise AtField(("nodeSets",), f"{total} replicas in all is more than slurmConfig.maxNodeCount "
+                                         f"({self.slurm_config.max_node_count})")
+        names = [n.name for n in self.node_sets]
         for i, partition in enumerate(self.partitions):
-            if partition.node_feature and partition.node_feature not in self.workers.features:
-                raise AtField(("partitions", i, "nodeFeature"),
-                              f"no worker has feature {partition.node_feature!r} "
-                              f"(workers.features: {', '.join(self.workers.features) or 'none'})")
+            for j, name in enumerate(partition.node_sets):
+                if name not in names:
+                    raise AtField(("partitions", i, "nodeSets", j),
+                                  f"no node set {name!r} (spec.nodeSets: {', '.join(names)})")
         return self
 
     @field_validator("partitions")

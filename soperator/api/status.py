@@ -24,9 +24,24 @@ class ComponentStatus(ApiModel):
     ready: int = 0
 
 
-class WorkersStatus(ComponentStatus):
-    # The label selector string the scale subresource exposes, so an HPA can target workers.
-    selector: Optional[str] = None
+class SlurmNodeCounts(ApiModel):
+    """Slurm nodes by state, as sinfo shows them; notRegistered: a worker pod with no live Slurm node."""
+
+    idle: int = 0
+    allocated: int = 0
+    mixed: int = 0
+    draining: int = 0
+    drained: int = 0
+    down: int = 0
+    not_registered: int = 0
+    unknown: int = 0
+
+
+class NodeSetStatus(ApiModel):
+    name: str
+    desired: int = 0
+    ready: int = 0
+    slurm: Optional[SlurmNodeCounts] = Field(default=None, description="absent until Slurm was first reached")
 
 
 class SlurmClusterStatus(ApiModel):
@@ -34,6 +49,9 @@ class SlurmClusterStatus(ApiModel):
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: Optional[int] = None
     controller: ComponentStatus = Field(default_factory=ComponentStatus)
-    workers: WorkersStatus = Field(default_factory=WorkersStatus)
+    workers: ComponentStatus = Field(default_factory=ComponentStatus, description="every node set together")
+    node_sets: list[NodeSetStatus] = Field(default_factory=list)
+    slurm_nodes: Optional[SlurmNodeCounts] = Field(
+        default=None, description="every node set together, as last read from Slurm (see condition SlurmReachable)")
     login: ComponentStatus = Field(default_factory=ComponentStatus)
     login_endpoint: Optional[str] = None

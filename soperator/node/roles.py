@@ -20,6 +20,8 @@ JAIL = os.environ.get("SOPERATOR_JAIL", "/mnt/jail")
 MUNGE_SECRET = "/etc/soperator/munge/munge.key"
 MUNGE_KEY = "/etc/munge/munge.key"
 MUNGE_SOCKET = "/run/munge/munge.socket.2"
+JWT_SECRET = "/etc/soperator/jwt/jwt_hs256.key"
+JWT_KEY = "/run/slurmctld-jwt/jwt_hs256.key"
 SLURMD_LOG = "/var/log/slurm/slurmd.log"
 SLURM_CONF = "/etc/slurm/slurm.conf"
 CONFIGLESS_DIR = "/run/slurm"
@@ -34,23 +36,29 @@ class NodeError(RuntimeError):
     pass
 
 
-def install_munge_key() -> None:
-    """The key comes from the cluster's Secret; Debian's package bakes its own into every image."""
-    if not os.path.exists(MUNGE_SECRET):
-        raise NodeError(f"munge key Secret not mounted at {MUNGE_SECRET}")
-    os.makedirs(os.path.dirname(MUNGE_KEY), exist_ok=True)
-    with open(MUNGE_SECRET, "rb") as fh:
+def install_key(given: str, path: str, owner: str) -> None:
+    """Copy a key from its Secret volume to where its daemon reads it, readable by `owner` only."""
+    if not os.path.exists(given):
+        raise NodeError(f"key Secret not mounted at {given}")
+    with open(given, "rb") as fh:
         key = fh.read()
-    if os.path.lexists(MUNGE_KEY):
-        os.unlink(MUNGE_KEY)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    shutil.chown(os.path.dirname(path), owner, owner)
+    if os.path.lexists(path):
+        os.unlink(path)
     # Created with its final mode and owner before the first byte: never readable by anyone else.
-    munge = pwd.getpwnam("munge")
-    fd = os.open(MUNGE_KEY, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+    account = pwd.getpwnam(owner)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
     try:
-        os.fchown(fd, munge.pw_uid, munge.pw_gid)
+        os.fchown(fd, account.pw_uid, account.pw_gid)
         os.write(fd, key)
     finally:
         os.close(fd)
+
+
+def install_munge_key() -> None:
+    """The key comes from the cluster's Secret; Debian's package bakes its own into every image."""
+    install_key(MUNGE_SECRET, MUNGE_KEY, "munge")
     for d in ("/run/munge", "/var/lib/munge", "/var/log/munge"):
         os.makedirs(d, exist_ok=True)
         shutil.chown(d, "munge", "munge")
@@ -75,6 +83,8 @@ def controller(sup: Supervisor) -> None:
     log(f"accounts from the jail: {', '.join(use_jail_accounts(JAIL))}")
     os.makedirs("/var/spool/slurmctld", exist_ok=True)
     shutil.chown("/var/spool/slurmctld", "slurm", "slurm")
+    # slurmctld checks slurmrestd callers' tokens with it (AuthAltParameters=jwt_key=...).
+    install_key(JWT_SECRET, JWT_KEY, "slurm")
     start_munged(sup)
     sup.start("slurmctld", ["slurmctld", "-D", "-f", SLURM_CONF])
     sup.every(5.0, ConfigWatch(os.path.dirname(SLURM_CONF)))

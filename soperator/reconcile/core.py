@@ -1,7 +1,8 @@
 """One level-based reconcile of a SlurmCluster: called on every event and periodically, idempotent.
 
 Order and gates: validate → key Secrets (create if absent, never regenerate) → ConfigMaps →
-populate-jail Job (the rest waits until it succeeded) → controller → workers → login → status.
+populate-jail Job (the rest waits until it succeeded) → controller → node sets → login → Slurm's
+view of the workers (once the controller is ready) → status and worker pod conditions.
 An object already as desired is not written; a no-op reconcile makes no write call at all.
 """
 from __future__ import annotations
@@ -16,10 +17,12 @@ from soperator.reconcile.conditions import Cond
 from soperator.reconcile.diff import contains
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
+from soperator.reconcile.slurm_nodes import Connect, connect_in_cluster, node_set_counts, observe, write_pod_conditions
 from soperator.render import config_maps, slurm_nodes
 from soperator.render.login import login_ssh_service_name
 from soperator.render.nodes import CONTROLLER, LOGIN, WORKER
 from soperator.render.common import object_name, selector_labels
+from soperator.render.worker import node_set_stateful_set_name
 
 
 @dataclass
@@ -27,6 +30,8 @@ class Result:
     phase: str
     conditions: list[Cond] = field(default_factory=list)
     counts: dict[str, dict] = field(default_factory=dict)
+    node_sets: list[dict] = field(default_factory=list)
+    slurm_nodes: dict | None = None  # None: unknown this time; the last known counts stay
     endpoint: str | None = None
 
 
@@ -40,15 +45,40 @@ def ensure(kube: Kube, obj: dict) -> bool:
     return True
 
 
+def _ready(sts: dict | None) -> dict:
+    sts = sts or {}
+    return {"desired": (sts.get("spec") or {}).get("replicas", 0),
+            "ready": (sts.get("status") or {}).get("readyReplicas") or 0}
+
+
 def _counts(kube: Kube, cluster: SlurmCluster) -> dict[str, dict]:
-    out = {}
-    for component in (CONTROLLER, WORKER, LOGIN):
-        sts = kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, component)) or {}
-        desired = (sts.get("spec") or {}).get("replicas", 0)
-        out[component] = {"desired": desired, "ready": (sts.get("status") or {}).get("readyReplicas") or 0}
-    labels = selector_labels(cluster, WORKER)
-    out[WORKER]["selector"] = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    out = {c: _ready(kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, c)))
+           for c in (CONTROLLER, LOGIN)}
+    out.update({n.name: _ready(kube.get("apps/v1", "StatefulSet", cluster.namespace,
+                                        node_set_stateful_set_name(cluster, n)))
+                for n in cluster.spec.node_sets})
+    out[WORKER] = {k: sum(out[n.name][k] for n in cluster.spec.node_sets) for k in ("desired", "ready")}
     return out
+
+
+def _slurm(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], body: dict,
+           connect: Connect) -> tuple[Cond, list[dict], dict | None]:
+    """(SlurmReachable, status.nodeSets, status.slurmNodes); pod conditions written on the way."""
+    seen = observe(kube, cluster, counts[CONTROLLER]["ready"] > 0, connect)
+    old = {s.get("name"): s.get("slurm") for s in (body.get("status") or {}).get("nodeSets") or []}
+    pods = []
+    if seen.nodes is not None:
+        selector = ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster, WORKER).items()))
+        pods = kube.list("v1", "Pod", cluster.namespace, selector)
+        write_pod_conditions(kube, pods, seen.nodes)
+    node_sets = []
+    for node_set in cluster.spec.node_sets:
+        entry = {"name": node_set.name, **counts[node_set.name]}
+        slurm = node_set_counts(node_set, pods, seen.nodes) if seen.nodes is not None else old.get(node_set.name)
+        node_sets.append({**entry, **({"slurm": slurm} if slurm else {})})
+    known = [n["slurm"] for n in node_sets if "slurm" in n]
+    totals = {k: sum(n[k] for n in known) for k in known[0]} if seen.nodes is not None and known else None
+    return seen.condition, node_sets, totals
 
 
 def _endpoint(kube: Kube, cluster: SlurmCluster) -> str | None:
@@ -65,7 +95,7 @@ def _endpoint(kube: Kube, cluster: SlurmCluster) -> str | None:
     return None
 
 
-def converge(kube: Kube, cluster: SlurmCluster, body: dict) -> Result:
+def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = connect_in_cluster) -> Result:
     conds = [Cond("SpecValid", True, "Valid", "spec accepted")]
     secrets = ensure_secrets(kube, cluster)
     conds.append(secrets)
@@ -87,9 +117,11 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict) -> Result:
         all_ready &= ready
         conds.append(Cond(f"{label}Ready", ready, "AllReady" if ready else "NotReady",
                           f"{c['ready']}/{c['desired']} ready"))
+    reachable, node_sets, slurm_counts = _slurm(kube, cluster, counts, body, connect)
+    conds.append(reachable)
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
-    return Result(phase, conds, counts, _endpoint(kube, cluster))
+    return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(kube, cluster))
 
 
 def _status(body: dict, result: Result) -> dict:
@@ -100,18 +132,22 @@ def _status(body: dict, result: Result) -> dict:
     for component in (CONTROLLER, WORKER, LOGIN):
         if component in result.counts:
             status[component if component != WORKER else "workers"] = result.counts[component]
+    if result.node_sets:
+        status["nodeSets"] = result.node_sets
+    if result.slurm_nodes is not None:
+        status["slurmNodes"] = result.slurm_nodes
     if result.endpoint:
         status["loginEndpoint"] = result.endpoint
     return status
 
 
-def reconcile(kube: Kube, body: dict) -> Result:
+def reconcile(kube: Kube, body: dict, connect: Connect = connect_in_cluster) -> Result:
     try:
         cluster = parse_cluster(body)
     except SpecError as exc:
         result = Result("Error", [Cond("SpecValid", False, "InvalidSpec", str(exc))])
     else:
-        result = converge(kube, cluster, body)
+        result = converge(kube, cluster, body, connect)
     old = body.get("status") or {}
     for cond in conditions.transitions(old.get("conditions"), result.conditions):
         if cond.ok is not None:

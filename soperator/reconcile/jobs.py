@@ -4,8 +4,7 @@ from __future__ import annotations
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
-from soperator.render.common import object_name
-from soperator.render.nodes import WORKER
+from soperator.render.worker import node_set_stateful_set_name
 from soperator.render.populate_jail import HOLD_ANNOTATION, populate_jail_job, populate_jail_job_name
 
 OVERWRITE = "slurm.soperator.dev/overwrite"
@@ -31,9 +30,10 @@ def _pod_reason(kube: Kube, cluster: SlurmCluster, job_name: str) -> str:
 
 
 def _desired(kube: Kube, cluster: SlurmCluster) -> dict:
-    """An overwrite holds the Slurm nodes first, if the cluster has any (its worker StatefulSet exists)."""
-    live_workers = cluster.spec.populate_jail.overwrite and kube.get(
-        "apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, WORKER)) is not None
+    """An overwrite holds the Slurm nodes first, if the cluster has any (a node set's StatefulSet exists)."""
+    live_workers = cluster.spec.populate_jail.overwrite and any(
+        kube.get("apps/v1", "StatefulSet", cluster.namespace, node_set_stateful_set_name(cluster, n)) is not None
+        for n in cluster.spec.node_sets)
     return populate_jail_job(cluster, hold_nodes=live_workers)
 
 

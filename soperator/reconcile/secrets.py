@@ -5,11 +5,11 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ConflictError
 
 from soperator.api.cluster import SlurmCluster
-from soperator.keys import generate_munge_key, generate_ssh_host_keys
+from soperator.keys import generate_jwt_key, generate_munge_key, generate_ssh_host_keys
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
-from soperator.render.secrets import (munge_key_secret, munge_key_secret_name, ssh_host_keys_secret,
-                                      ssh_host_keys_secret_name)
+from soperator.render.secrets import (jwt_key_secret, jwt_key_secret_name, munge_key_secret,
+                                      munge_key_secret_name, ssh_host_keys_secret, ssh_host_keys_secret_name)
 
 
 def _create_once(kube: Kube, obj: dict) -> None:
@@ -27,6 +27,7 @@ def ensure_secrets(kube: Kube, cluster: SlurmCluster) -> Cond:
         (munge_key_secret_name(cluster), refs.munge_key, lambda: munge_key_secret(cluster, generate_munge_key())),
         (ssh_host_keys_secret_name(cluster), refs.ssh_host_keys,
          lambda: ssh_host_keys_secret(cluster, generate_ssh_host_keys())),
+        (jwt_key_secret_name(cluster), refs.jwt_key, lambda: jwt_key_secret(cluster, generate_jwt_key())),
     ]
     for name, user_ref, build in wanted:
         if kube.get("v1", "Secret", cluster.namespace, name) is not None:
@@ -35,4 +36,4 @@ def ensure_secrets(kube: Kube, cluster: SlurmCluster) -> Cond:
             return Cond("SecretsReady", False, "SecretNotFound",
                         f"Secret {cluster.namespace}/{name} named in spec.secrets does not exist")
         _create_once(kube, build())
-    return Cond("SecretsReady", True, "Present", "munge key and ssh host keys present")
+    return Cond("SecretsReady", True, "Present", "munge key, ssh host keys and JWT key present")

@@ -4,24 +4,25 @@ Objects come in apply order: secrets, config maps, the populate-jail Job, then t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from soperator.api.cluster import SlurmCluster
-from soperator.keys import SshHostKey
+from soperator.keys import SshHostKey, generate_jwt_key
 from soperator.render.common import Obj
 from soperator.render.configs import slurm_configs_config_map, sshd_config_map
-from soperator.render.controller import controller_service, controller_stateful_set
+from soperator.render.controller import controller_service, controller_stateful_set, rest_service
 from soperator.render.login import login_headless_service, login_ssh_service, login_stateful_set
 from soperator.render.network_policy import node_egress_policy
 from soperator.render.populate_jail import populate_jail_job
-from soperator.render.secrets import munge_key_secret, ssh_host_keys_secret
-from soperator.render.worker import worker_service, worker_stateful_set
+from soperator.render.secrets import jwt_key_secret, munge_key_secret, ssh_host_keys_secret
+from soperator.render.worker import worker_service, worker_stateful_sets
 
 
 @dataclass(frozen=True)
 class KeyMaterial:
     munge_key: bytes
     ssh_host_keys: dict[str, SshHostKey]
+    jwt_key: bytes = field(default_factory=generate_jwt_key)
 
 
 def secrets(cluster: SlurmCluster, keys: KeyMaterial) -> list[Obj]:
@@ -31,6 +32,8 @@ def secrets(cluster: SlurmCluster, keys: KeyMaterial) -> list[Obj]:
         out.append(munge_key_secret(cluster, keys.munge_key))
     if not cluster.spec.secrets.ssh_host_keys:
         out.append(ssh_host_keys_secret(cluster, keys.ssh_host_keys))
+    if not cluster.spec.secrets.jwt_key:
+        out.append(jwt_key_secret(cluster, keys.jwt_key))
     return out
 
 
@@ -42,8 +45,8 @@ def slurm_nodes(cluster: SlurmCluster) -> list[Obj]:
     # The egress policy first: no login or worker pod ever runs without it.
     return [
         node_egress_policy(cluster),
-        controller_service(cluster), controller_stateful_set(cluster),
-        worker_service(cluster), worker_stateful_set(cluster),
+        controller_service(cluster), rest_service(cluster), controller_stateful_set(cluster),
+        worker_service(cluster), *worker_stateful_sets(cluster),
         login_headless_service(cluster), login_ssh_service(cluster), login_stateful_set(cluster),
     ]
 

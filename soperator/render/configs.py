@@ -7,6 +7,7 @@ import jinja2
 
 from soperator import __version__
 from soperator.api.cluster import SlurmCluster
+from soperator.api.spec import NodeSetSpec
 from soperator.render.common import Obj, content_hash, metadata, object_name
 from soperator.render.paths import PATHS
 
@@ -32,44 +33,32 @@ def conf_server(cluster: SlurmCluster) -> str:
     return f"{controller_host(cluster)}:{SLURMCTLD_PORT}"
 
 
-def worker_group(cluster: SlurmCluster) -> str:
-    """The feature every worker of this cluster registers with, naming its group (its StatefulSet)."""
-    return object_name(cluster, "worker")
+def node_gres(node_set: NodeSetSpec) -> list[str]:
+    if not node_set.gpus:
+        return list(node_set.gres)
+    gpu = f"gpu:{node_set.gpu_type}:{node_set.gpus}" if node_set.gpu_type else f"gpu:{node_set.gpus}"
+    return [gpu, *node_set.gres]
 
 
-def _nodesets(cluster: SlurmCluster) -> dict[str | None, str]:
-    """NodeSet name per partition node feature (None: every worker)."""
-    features = {p.node_feature for p in cluster.spec.partitions if p.node_feature}
-    return {None: "workers", **{f: f"with_{f}" for f in sorted(features)}}
-
-
-def _node_gres(cluster: SlurmCluster) -> list[str]:
-    workers = cluster.spec.workers
-    gpu = f"gpu:{workers.gpu_type}:{workers.gpus}" if workers.gpu_type else f"gpu:{workers.gpus}"
-    return ([gpu] if workers.gpus else []) + list(workers.gres)
-
-
-def worker_node_conf(cluster: SlurmCluster) -> str:
+def worker_node_conf(node_set: NodeSetSpec) -> str:
     """What a worker's slurmd registers with (`slurmd -Z --conf`): the pod's CPUs and memory as the
-    spec gives them (a container sees the whole machine's), its gres, its group and features."""
-    workers = cluster.spec.workers
-    gres = _node_gres(cluster)
-    parts = [f"Feature={','.join([worker_group(cluster), *workers.features])}", f"CPUs={workers.cpus}",
-             f"RealMemory={workers.real_memory_mib}"]
+    spec gives them (a container sees the whole machine's), its gres, its node set and features."""
+    gres = node_gres(node_set)
+    features = [node_set.name, *(f for f in node_set.features if f != node_set.name)]
+    parts = [f"Feature={','.join(features)}", f"CPUs={node_set.cpus}", f"RealMemory={node_set.real_memory_mib}"]
     return " ".join(parts + ([f"Gres={','.join(gres)}"] if gres else []))
 
 
 def _context(cluster: SlurmCluster) -> dict:
-    workers = cluster.spec.workers
-    gres_types = sorted({g.split(":", 1)[0] for g in _node_gres(cluster)})
+    node_sets = cluster.spec.node_sets
+    gres_types = sorted({g.split(":", 1)[0] for n in node_sets for g in node_gres(n)})
     return {
         "name": cluster.name, "namespace": cluster.namespace, "version": __version__,
-        "paths": PATHS, "cfg": cluster.spec.slurm_config, "workers": workers,
+        "paths": PATHS, "cfg": cluster.spec.slurm_config, "node_sets": node_sets,
+        "all_node_sets": [n.name for n in node_sets],
         "partitions": cluster.spec.partitions, "health": cluster.spec.health_check,
         "plug_stack": cluster.spec.plug_stack, "cgroup": cluster.spec.cgroup_config, "login": cluster.spec.login,
-        "controller_host": controller_host(cluster), "worker_group": worker_group(cluster),
-        "nodesets": _nodesets(cluster), "gres_types": gres_types,
-        "feature_nodesets": sorted((f, n) for f, n in _nodesets(cluster).items() if f),
+        "controller_host": controller_host(cluster), "gres_types": gres_types,
     }
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
 from soperator.api.common import ComponentBase
+from soperator.api.spec import JailSubMount
 from soperator.render.common import (Obj, config_map_volume, labels, metadata, object_name, scheduling,
                                      secret_volume, selector_labels, service_domain)
 from soperator.render.configs import slurm_configs_name
@@ -13,6 +14,8 @@ CONTROLLER = "controller"
 WORKER = "worker"
 LOGIN = "login"
 LOGIN_HEADLESS = "login-headless"
+# On a worker StatefulSet and its pods: the node set they belong to.
+NODE_SET_LABEL = "slurm.soperator.dev/node-set"
 
 
 def headless_service_name(cluster: SlurmCluster, component: str) -> str:
@@ -38,7 +41,8 @@ def slurm_mounts(configs: bool = True) -> list[Obj]:
     return config + [{"name": "munge-key", "mountPath": PATHS.munge_key_dir, "readOnly": True}]
 
 
-def jail_volumes(cluster: SlurmCluster) -> list[Obj]:
+def jail_volumes(cluster: SlurmCluster, extra: list[JailSubMount] = ()) -> list[Obj]:
+    """The jail and its sub-mounts (the cluster's, then `extra`: a node set's own)."""
     jail = cluster.spec.jail
     if jail.volume.host_path:
         source: Obj = {"hostPath": {"path": jail.volume.host_path, "type": "Directory"}}
@@ -46,17 +50,20 @@ def jail_volumes(cluster: SlurmCluster) -> list[Obj]:
         claim = jail.volume.claim_name or object_name(cluster, "jail")
         source = {"persistentVolumeClaim": {"claimName": claim}}
     volumes = [{"name": "jail", **source}]
-    for sub in jail.sub_mounts:
+    for sub in [*jail.sub_mounts, *extra]:
         volumes.append({"name": f"jail-sub-{sub.name}",
                         "persistentVolumeClaim": {"claimName": sub.claim_name, "readOnly": sub.read_only}})
     return volumes
 
 
-def jail_mounts(cluster: SlurmCluster) -> list[Obj]:
+def jail_mount(name: str, path: str, read_only: bool = False) -> Obj:
+    return {"name": name, "mountPath": PATHS.jail + path.rstrip("/"), "readOnly": read_only}
+
+
+def jail_mounts(cluster: SlurmCluster, extra: list[JailSubMount] = ()) -> list[Obj]:
     mounts = [{"name": "jail", "mountPath": PATHS.jail}]
-    for sub in cluster.spec.jail.sub_mounts:
-        mounts.append({"name": f"jail-sub-{sub.name}", "mountPath": PATHS.jail + sub.mount_path.rstrip("/"),
-                       "readOnly": sub.read_only})
+    for sub in [*cluster.spec.jail.sub_mounts, *extra]:
+        mounts.append(jail_mount(f"jail-sub-{sub.name}", sub.mount_path, sub.read_only))
     return mounts
 
 
@@ -129,22 +136,26 @@ def pull_secrets(cluster: SlurmCluster) -> Obj:
 
 
 def stateful_set(cluster: SlurmCluster, component: str, replicas: int, pod_spec: Obj,
-                 annotations: dict[str, str], claim_templates: list[Obj] | None = None) -> Obj:
+                 annotations: dict[str, str], claim_templates: list[Obj] | None = None,
+                 node_set: str | None = None) -> Obj:
+    """One StatefulSet of `component`; a worker one per node set, named and selected by it."""
+    own = {NODE_SET_LABEL: node_set} if node_set else {}
     spec: Obj = {
         "replicas": replicas,
         "serviceName": headless_service_name(cluster, component),
         # Slurm nodes are independent; do not start them one by one.
         "podManagementPolicy": "Parallel",
-        "selector": {"matchLabels": selector_labels(cluster, component)},
+        "selector": {"matchLabels": {**selector_labels(cluster, component), **own}},
         "updateStrategy": {"type": "RollingUpdate"},
         "template": {
             # No empty map: the apiserver drops it, and the no-op check would then see a difference.
-            "metadata": {"labels": labels(cluster, component),
+            "metadata": {"labels": {**labels(cluster, component), **own},
                          **({"annotations": dict(sorted(annotations.items()))} if annotations else {})},
             "spec": pod_spec,
         },
     }
     if claim_templates:
         spec["volumeClaimTemplates"] = claim_templates
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": metadata(cluster, object_name(cluster, component), component), "spec": spec}
+    meta = metadata(cluster, object_name(cluster, node_set or component), component)
+    meta["labels"].update(own)
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": spec}

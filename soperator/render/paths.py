@@ -11,6 +11,9 @@ PATHS = SimpleNamespace(
     # A file, not /dev/stderr: slurmstepd logs there too and has no stderr of its own.
     slurmd_log="/var/log/slurm/slurmd.log",
     munge_key_dir="/etc/soperator/munge",
+    jwt_key_dir="/etc/soperator/jwt",
+    # The controller entrypoint copies the JWT key here, owned by SlurmUser and readable by it only.
+    jwt_key="/run/slurmctld-jwt/jwt_hs256.key",
     ssh_host_keys="/etc/ssh/keys",
     sshd_config_dir="/etc/ssh/soperator",
     # The login entrypoint copies root's keys here from the ConfigMap: kubelet makes a ConfigMap
@@ -22,5 +25,6 @@ PATHS = SimpleNamespace(
 )
 
 MUNGE_KEY_FILE = "munge.key"
+JWT_KEY_FILE = "jwt_hs256.key"
 SSH_HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
 CONFIG_HASH_ANNOTATION = "slurm.soperator.dev/config-hash"

@@ -6,7 +6,7 @@ import base64
 from soperator.api.cluster import SlurmCluster
 from soperator.keys import SshHostKey
 from soperator.render.common import Obj, metadata, object_name
-from soperator.render.paths import MUNGE_KEY_FILE, SSH_HOST_KEY_TYPES
+from soperator.render.paths import JWT_KEY_FILE, MUNGE_KEY_FILE, SSH_HOST_KEY_TYPES
 
 
 def munge_key_secret_name(cluster: SlurmCluster) -> str:
@@ -17,34 +17,40 @@ def ssh_host_keys_secret_name(cluster: SlurmCluster) -> str:
     return cluster.spec.secrets.ssh_host_keys or object_name(cluster, "ssh-host-keys")
 
 
+def jwt_key_secret_name(cluster: SlurmCluster) -> str:
+    return cluster.spec.secrets.jwt_key or object_name(cluster, "jwt-key")
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def munge_key_secret(cluster: SlurmCluster, key: bytes) -> Obj:
+def _key_secret(cluster: SlurmCluster, name: str, component: str, files: dict[str, bytes]) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": metadata(cluster, munge_key_secret_name(cluster), "munge"),
+        "metadata": metadata(cluster, name, component),
         "type": "Opaque",
         "immutable": True,
-        "data": {MUNGE_KEY_FILE: _b64(key)},
+        "data": {f: _b64(content) for f, content in sorted(files.items())},
     }
+
+
+def munge_key_secret(cluster: SlurmCluster, key: bytes) -> Obj:
+    return _key_secret(cluster, munge_key_secret_name(cluster), "munge", {MUNGE_KEY_FILE: key})
+
+
+def jwt_key_secret(cluster: SlurmCluster, key: bytes) -> Obj:
+    """The HS256 key slurmctld checks slurmrestd callers' tokens with, and the operator signs them with."""
+    return _key_secret(cluster, jwt_key_secret_name(cluster), "controller", {JWT_KEY_FILE: key})
 
 
 def ssh_host_keys_secret(cluster: SlurmCluster, keys: dict[str, SshHostKey]) -> Obj:
     missing = [t for t in SSH_HOST_KEY_TYPES if t not in keys]
     if missing:
         raise ValueError(f"ssh host keys missing for types: {', '.join(missing)}")
-    data = {}
+    files = {}
     for key_type in SSH_HOST_KEY_TYPES:
-        data[f"ssh_host_{key_type}_key"] = _b64(keys[key_type].private.encode())
-        data[f"ssh_host_{key_type}_key.pub"] = _b64(keys[key_type].public.encode() + b"\n")
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": metadata(cluster, ssh_host_keys_secret_name(cluster), "login"),
-        "type": "Opaque",
-        "immutable": True,
-        "data": dict(sorted(data.items())),
-    }
+        files[f"ssh_host_{key_type}_key"] = keys[key_type].private.encode()
+        files[f"ssh_host_{key_type}_key.pub"] = keys[key_type].public.encode() + b"\n"
+    return _key_secret(cluster, ssh_host_keys_secret_name(cluster), "login", files)

@@ -1,49 +1,73 @@
-"""slurmd: the worker StatefulSet (one pod per Slurm node) and its headless Service."""
+"""slurmd: a StatefulSet per node set (one pod per Slurm node) and the workers' headless Service."""
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
-from soperator.render.common import Obj, resources, tcp_probe
+from soperator.api.spec import NodeSetSpec
+from soperator.render.common import Obj, object_name, resources, tcp_probe
 from soperator.render.configs import conf_server, worker_node_conf
-from soperator.render.nodes import (NODE_CAPABILITIES, WORKER, headless_service, jail_mounts, jail_volumes,
-                                    node_pod, node_security_context, slurm_mounts, slurm_volumes, stateful_set)
+from soperator.render.nodes import (NODE_CAPABILITIES, WORKER, headless_service, jail_mount, jail_mounts,
+                                    jail_volumes, node_pod, node_security_context, slurm_mounts, slurm_volumes,
+                                    stateful_set)
 from soperator.render.paths import PATHS
 
 SLURMD_PORT = 6818
 GPU_RESOURCE = "nvidia.com/gpu"
+LOCAL_VOLUME = "local"
 
 
-def worker_stateful_set(cluster: SlurmCluster) -> Obj:
+def node_set_stateful_set_name(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
+    """Also the prefix of its pods' names, which are its Slurm nodes' names."""
+    return object_name(cluster, node_set.name)
+
+
+def _local_volume(node_set: NodeSetSpec) -> tuple[list[Obj], list[Obj]]:
+    """(mounts, volumeClaimTemplates) of the node set's per-worker volume, if it has one."""
+    local = node_set.local_volume
+    if local is None:
+        return [], []
+    claim: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": local.size}}}
+    if local.storage_class_name:
+        claim["storageClassName"] = local.storage_class_name
+    return [jail_mount(LOCAL_VOLUME, local.mount_path)], [{"metadata": {"name": LOCAL_VOLUME}, "spec": claim}]
+
+
+def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec) -> Obj:
     spec = cluster.spec
-    workers = spec.workers
-    gpu_limit = {GPU_RESOURCE: str(workers.gpus)} if workers.gpus else {}
+    gpu_limit = {GPU_RESOURCE: str(node_set.gpus)} if node_set.gpus else {}
+    local_mounts, claim_templates = _local_volume(node_set)
     container = {
         "name": "slurmd",
-        "image": spec.images.ref("worker"),
+        "image": node_set.image or spec.images.ref("worker"),
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": "SOPERATOR_COMPONENT", "value": WORKER},
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail},
                 {"name": "SOPERATOR_CONF_SERVER", "value": conf_server(cluster)},
-                {"name": "SOPERATOR_SLURMD_CONF", "value": worker_node_conf(cluster)}],
+                {"name": "SOPERATOR_SLURMD_CONF", "value": worker_node_conf(node_set)}],
         "ports": [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}],
         "securityContext": node_security_context(NODE_CAPABILITIES),
-        "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster) + [
+        "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster, node_set.sub_mounts) + local_mounts + [
             {"name": "spool", "mountPath": PATHS.worker_spool},
             {"name": "shm", "mountPath": "/dev/shm"},
         ],
         "readinessProbe": tcp_probe(SLURMD_PORT, period=5, failures=3),
         "livenessProbe": tcp_probe(SLURMD_PORT, period=15, failures=8),
-        "resources": resources(workers, gpu_limit),
+        "resources": resources(node_set, gpu_limit),
     }
-    volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster) + [
+    volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster, node_set.sub_mounts) + [
         {"name": "spool", "emptyDir": {}},
-        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": workers.shared_memory_size}},
+        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": node_set.shared_memory_size}},
     ]
     # Running steps get KillWait to stop before the pod is torn down.
-    pod = node_pod(cluster, workers, container, volumes, grace_seconds=spec.slurm_config.kill_wait + 30)
+    pod = node_pod(cluster, node_set, container, volumes, grace_seconds=spec.slurm_config.kill_wait + 30)
     # No config hash: a Slurm config change reaches slurmd by reconfigure, and scaling is registration.
-    return stateful_set(cluster, WORKER, workers.replicas, pod, {})
+    return stateful_set(cluster, WORKER, node_set.replicas, pod, {}, claim_templates, node_set=node_set.name)
+
+
+def worker_stateful_sets(cluster: SlurmCluster) -> list[Obj]:
+    return [worker_stateful_set(cluster, n) for n in cluster.spec.node_sets]
 
 
 def worker_service(cluster: SlurmCluster) -> Obj:
+    """One headless Service for every node set: pods of all of them resolve under one search domain."""
     return headless_service(cluster, WORKER, [{"name": "slurmd", "port": SLURMD_PORT,
                                                "targetPort": SLURMD_PORT, "protocol": "TCP"}])

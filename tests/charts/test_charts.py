@@ -82,9 +82,12 @@ def test_chart_versions_follow_the_package():
 
 
 @pytest.mark.parametrize("chart,args,message", [
-    ("slurm-cluster", ["--set", "spec.workers.replicas=-1"], "spec.workers.replicas"),
+    ("slurm-cluster", ["--set", "spec.nodeSets[0].name=a", "--set", "spec.nodeSets[0].replicas=-1"],
+     "spec.nodeSets.0.replicas"),
+    ("slurm-cluster", ["--set", "spec.workers.replicas=2"], "Additional property workers is not allowed"),
     ("slurm-cluster", ["--set", "spec.login.service.type=ExternalName"], "spec.login.service.type"),
-    ("slurm-cluster", ["--set", "spec.workers.sharedMemorySize=lots"], "spec.workers.sharedMemorySize"),
+    ("slurm-cluster", ["--set", "spec.nodeSets[0].name=a", "--set", "spec.nodeSets[0].sharedMemorySize=lots"],
+     "spec.nodeSets.0.sharedMemorySize"),
     ("slurm-cluster", ["--set", "nameOverride=Bad_Name"], "nameOverride"),
     ("slurm-operator", ["--set", "image.pullPolicy=Sometimes"], "image.pullPolicy"),
     ("slurm-operator", ["--set", "metrics.auth=open"], "metrics.auth"),

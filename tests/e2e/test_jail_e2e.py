@@ -53,7 +53,7 @@ def _cluster(**extra):
         images={name: image_ref(img) for name, img in (("controller", "controller"), ("worker", "worker"),
                                                         ("login", "login"), ("populateJail", "populate-jail"))}
         | {"pullPolicy": "Never"},
-        workers={"replicas": 2},
+        nodeSets=[{"name": "worker", "replicas": 2}],
         login={"maxUserProcesses": MAX_USER_PROCESSES},
         slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
                      "extra": {"SchedulerParameters": "batch_sched_delay=0"}},

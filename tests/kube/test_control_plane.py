@@ -42,7 +42,7 @@ def test_created_cluster_reads_back_with_defaults(kubectl, crd_installed, namesp
     kubectl("-n", namespace, "apply", "-f", "-", input=_manifest("tiny"))
     obj = _get(kubectl, namespace, "tiny")
     spec = obj["spec"]
-    assert spec["workers"]["replicas"] == 2 and spec["workers"]["cpus"] == 1
+    assert [(n["name"], n["replicas"], n["cpus"]) for n in spec["nodeSets"]] == [("worker", 2, 1)]
     assert spec["login"]["service"]["type"] == "ClusterIP"
     assert spec["partitions"][0]["name"] == "main"
     assert spec["populateJail"]["overwrite"] is False
@@ -58,9 +58,11 @@ def test_example_manifests_are_accepted(kubectl, crd_installed, namespace):
 
 
 @pytest.mark.parametrize("spec,field,message", [
-    ({"workers": {"replicas": -1}}, "spec.workers.replicas", "should be greater than or equal to 0"),
+    ({"nodeSets": [{"name": "a", "replicas": -1}]}, "spec.nodeSets[0].replicas",
+     "should be greater than or equal to 0"),
+    ({"workers": {"replicas": 2}}, 'unknown field "spec.workers"', ""),
     ({"login": {"service": {"type": "ExternalName"}}}, "spec.login.service.type", "Unsupported value"),
-    ({"workers": {"sharedMemorySize": "64 MB"}}, "spec.workers.sharedMemorySize", "should match"),
+    ({"nodeSets": [{"name": "a", "sharedMemorySize": "64 MB"}]}, "spec.nodeSets[0].sharedMemorySize", "should match"),
 ])
 def test_invalid_cluster_is_rejected_by_the_apiserver(kubectl, crd_installed, namespace, spec, field, message):
     proc = kubectl("-n", namespace, "apply", "-f", "-", input=_manifest("bad", **spec), check=False)
@@ -74,15 +76,10 @@ def test_name_length_rule_is_enforced_by_cel(kubectl, crd_installed, namespace):
     assert proc.returncode != 0 and "metadata.name must be at most 40 characters" in proc.stderr
 
 
-def test_scale_subresource_drives_worker_replicas(kubectl, crd_installed, namespace):
-    kubectl("-n", namespace, "apply", "-f", "-", input=_manifest("scaled"))
-    kubectl("-n", namespace, "scale", "slurmcluster/scaled", "--replicas=3")
-    assert _get(kubectl, namespace, "scaled")["spec"]["workers"]["replicas"] == 3
-
-
 def test_status_subresource_and_printer_columns(kubectl, crd_installed, namespace):
-    kubectl("-n", namespace, "apply", "-f", "-", input=_manifest("shown", workers={"replicas": 4}))
+    kubectl("-n", namespace, "apply", "-f", "-", input=_manifest("shown", nodeSets=[{"name": "a", "replicas": 4}]))
     status = {"status": {"phase": "Ready", "workers": {"desired": 4, "ready": 3},
+                         "slurmNodes": {"idle": 1, "allocated": 2, "drained": 0, "down": 1},
                          "loginEndpoint": "203.0.113.7:22"}}
     kubectl("-n", namespace, "patch", "slurmcluster", "shown", "--subresource=status", "--type=merge",
             "-p", json.dumps(status))
@@ -90,14 +87,15 @@ def test_status_subresource_and_printer_columns(kubectl, crd_installed, namespac
     kubectl("-n", namespace, "patch", "slurmcluster", "shown", "--type=merge", "-p",
             json.dumps({"status": {"phase": "Error"}}))
     table = kubectl("-n", namespace, "get", "slc", "shown").stdout.splitlines()
-    assert table[0].split() == ["NAME", "PHASE", "WORKERS", "DESIRED", "LOGIN", "AGE"]
-    assert table[1].split()[:5] == ["shown", "Ready", "3", "4", "203.0.113.7:22"]
+    assert table[0].split() == ["NAME", "PHASE", "WORKERS", "DESIRED", "IDLE", "BUSY", "DRAINED", "DOWN", "LOGIN",
+                                "AGE"]
+    assert table[1].split()[:9] == ["shown", "Ready", "3", "4", "1", "2", "0", "1", "203.0.113.7:22"]
 
 
 def test_statefulset_pods_are_created_by_the_controller_manager(kubectl, crd_installed, namespace):
-    cluster = parse_cluster(yaml.safe_load(_manifest("pods", workers={"replicas": 2})) |
+    cluster = parse_cluster(yaml.safe_load(_manifest("pods", nodeSets=[{"name": "worker", "replicas": 2}])) |
                             {"metadata": {"name": "pods", "namespace": namespace}})
-    kubectl("apply", "-f", "-", input=json.dumps(worker_stateful_set(cluster)))
+    kubectl("apply", "-f", "-", input=json.dumps(worker_stateful_set(cluster, cluster.spec.node_sets[0])))
 
     def pods():
         out = kubectl("-n", namespace, "get", "pods", "-o", "name").stdout.split()

@@ -80,7 +80,7 @@ def test_operator_converges_and_resumes_after_restart(control_plane, api, kubect
     stranger = service_account_token(namespace, "stranger")
     op = Operator(control_plane, tmp_path, namespace)
     try:
-        _create(kubectl, namespace, "live", workers={"replicas": 2})
+        _create(kubectl, namespace, "live", nodeSets=[{"name": "worker", "replicas": 2}])
         _until(lambda: _names(kube, namespace, "Job", "batch/v1") == ["live-populate-jail"], 60, "populate Job", op)
         keys = kube.get("v1", "Secret", namespace, "live-munge-key")["data"]
     finally:

@@ -66,10 +66,10 @@ def _converge(kube, namespace, name, rounds=3):
 
 
 def test_create_gates_nodes_on_the_populate_job(kube, kubectl, crd_installed, namespace):
-    _create(kubectl, namespace, "c1", workers={"replicas": 2})
+    _create(kubectl, namespace, "c1", nodeSets=[{"name": "worker", "replicas": 2}])
     result = reconcile(kube, _body(kube, namespace, "c1"))
     assert result.phase == "Populating"
-    assert _names(kube, namespace, "Secret") == ["c1-munge-key", "c1-ssh-host-keys"]
+    assert _names(kube, namespace, "Secret") == ["c1-jwt-key", "c1-munge-key", "c1-ssh-host-keys"]
     assert _names(kube, namespace, "ConfigMap") == ["c1-slurm-configs", "c1-sshd-config"]
     assert _names(kube, namespace, "Job", "batch/v1") == ["c1-populate-jail"]
     assert _names(kube, namespace, "StatefulSet", "apps/v1") == []
@@ -81,9 +81,14 @@ def test_create_gates_nodes_on_the_populate_job(kube, kubectl, crd_installed, na
     result = reconcile(kube, _body(kube, namespace, "c1"))
     assert result.phase == "Provisioning"
     assert _names(kube, namespace, "StatefulSet", "apps/v1") == ["c1-controller", "c1-login", "c1-worker"]
-    assert _names(kube, namespace, "Service") == ["c1-controller", "c1-login", "c1-login-headless", "c1-worker"]
+    assert _names(kube, namespace, "Service") == ["c1-controller", "c1-login", "c1-login-headless", "c1-rest",
+                                                  "c1-worker"]
     status = _body(kube, namespace, "c1")["status"]
     assert status["phase"] == "Provisioning" and status["workers"]["desired"] == 2
+    assert status["nodeSets"] == [{"name": "worker", "desired": 2, "ready": 0}]
+    # No controller ready yet: Slurm is not asked, and not reported as anything.
+    assert {c["type"]: c["status"] for c in status["conditions"]}["SlurmReachable"] == "Unknown"
+    assert "slurmNodes" not in status
     assert {c["type"]: c["status"] for c in status["conditions"]}["JailPopulated"] == "True"
 
 
@@ -101,16 +106,18 @@ def test_keys_are_never_regenerated(kube, api, kubectl, crd_installed, namespace
     _create(kubectl, namespace, "c3")
     reconcile(kube, _body(kube, namespace, "c3"))
     munge = kube.get("v1", "Secret", namespace, "c3-munge-key")["data"]
+    jwt_key = kube.get("v1", "Secret", namespace, "c3-jwt-key")["data"]
     ssh = kube.get("v1", "Secret", namespace, "c3-ssh-host-keys")["data"]
     restarted = Kube(api)  # a fresh operator process: no memory of the first
-    _create(kubectl, namespace, "c3", workers={"replicas": 5})
+    _create(kubectl, namespace, "c3", nodeSets=[{"name": "worker", "replicas": 5}])
     _converge(restarted, namespace, "c3")
     assert kube.get("v1", "Secret", namespace, "c3-munge-key")["data"] == munge
     assert kube.get("v1", "Secret", namespace, "c3-ssh-host-keys")["data"] == ssh
+    assert kube.get("v1", "Secret", namespace, "c3-jwt-key")["data"] == jwt_key
 
 
 def test_scale_change_touches_only_what_it_must(kube, kubectl, crd_installed, namespace):
-    _create(kubectl, namespace, "c4", workers={"replicas": 2})
+    _create(kubectl, namespace, "c4", nodeSets=[{"name": "worker", "replicas": 2}])
     reconcile(kube, _body(kube, namespace, "c4"))
     _finish_job(kubectl, namespace, "c4-populate-jail")
     _converge(kube, namespace, "c4")
@@ -123,7 +130,7 @@ def test_scale_change_touches_only_what_it_must(kube, kubectl, crd_installed, na
 
     before = versions()
     login_hash = kube.get("apps/v1", "StatefulSet", namespace, "c4-login")["spec"]["template"]["metadata"]
-    _create(kubectl, namespace, "c4", workers={"replicas": 3})
+    _create(kubectl, namespace, "c4", nodeSets=[{"name": "worker", "replicas": 3}])
     reconcile(kube, _body(kube, namespace, "c4"))
     after = versions()
     # Dynamic nodes: scaling is the worker StatefulSet's replica count, and nothing else.

@@ -3,9 +3,11 @@
 The quick start (examples/quickstart.py, given the node's kubeconfig, so only its product steps run:
 `helm install` of the three charts, the phase-by-phase wait for Ready, ssh + sbatch) brings the
 cluster up from our own images; the operator runs in cluster as the chart deploys it, populate-jail
-as a real Job pod. Then, as a user: paramiko to the login NodePort, `sbatch -N2`, scale to three
-workers through the CR, a partition change that must reach every node with no pod replaced, and
-`helm uninstall`, which must leave the jail and its data.
+as a real Job pod. Then, as a user: paramiko to the login NodePort, `sbatch -N2`, a second node set
+with its own partition (jobs land where the partition says; adding and scaling it leaves the first
+untouched), Slurm's view in the CR status and the pod conditions (read by the operator through
+slurmrestd with its JWT) equal to sinfo's, a partition change that must reach every node with no pod
+replaced, and `helm uninstall`, which must leave the jail and its data.
 """
 from __future__ import annotations
 
@@ -102,23 +104,51 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
             assert release.startswith("soperator jail")
         assert (jail / "root" / "userpath" / f"{NAME}-worker-1").exists()  # on the node's volume
 
-        # Scale 2 -> 3 through the CR; the new node registers and runs a job.
-        kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge",
-                "-p", json.dumps({"spec": {"workers": {"replicas": 3}}}))
-        kubectl("-n", namespace, "rollout", "status", f"statefulset/{NAME}-worker", "--timeout=300s")
-        until(lambda: "3 idle" in login.run("sinfo -h -o '%D %t'"), 120, "three idle Slurm nodes")
-        login.run(f"sbatch --wait -w {NAME}-worker-2 -o /root/userpath/scaled.out --wrap hostname")
-        assert login.run("cat /root/userpath/scaled.out").strip() == f"{NAME}-worker-2"
+        # A second node set with its own partition; the first one's pods stay as they are.
+        first = _pod_uids(kubectl, namespace)
+        partitions = [{"name": "main", "default": True}, {"name": "big", "nodeSets": ["big"]}]
+        _set_node_sets(kubectl, namespace, partitions, big=1)
+        until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-big", check=False).returncode == 0,
+              120, "the operator to create the node set's StatefulSet")
+        kubectl("-n", namespace, "rollout", "status", f"statefulset/{NAME}-big", "--timeout=300s")
+        until(lambda: "3 idle" in login.run("sinfo -h -p main -o '%D %t'"), 120, "three idle Slurm nodes")
+        login.run("sbatch --wait -p big -o /root/userpath/big.out --wrap hostname")
+        assert login.run("cat /root/userpath/big.out").strip() == f"{NAME}-big-0"
+        assert "big-0" not in login.run("sinfo -h -p main -N -o %N | grep -v big || true")
+        # Scaling one node set leaves the other untouched.
+        _set_node_sets(kubectl, namespace, partitions, big=2)
+        until(lambda: _replicas(kubectl, namespace, f"{NAME}-big") == 2, 120, "the operator to scale the node set")
+        kubectl("-n", namespace, "rollout", "status", f"statefulset/{NAME}-big", "--timeout=300s")
+        until(lambda: "2 idle" in login.run("sinfo -h -p big -o '%D %t'"), 120, "two idle nodes in big")
+        login.run("sbatch --wait -p big -N2 -o /root/userpath/scaled.out --wrap 'srun hostname'")
+        assert sorted(login.run("cat /root/userpath/scaled.out").split()) == [f"{NAME}-big-0", f"{NAME}-big-1"]
+        now = _pod_uids(kubectl, namespace)
+        assert {k: now[k] for k in first} == first
+
+        # What Slurm says, in the CR status and the pods' conditions, equals sinfo at the same moment;
+        # a drained node shows its reason.
+        login.run(f"scontrol update NodeName={NAME}-worker-1 State=DRAIN Reason='userpath maintenance'")
+        until(lambda: _slurm_view(kubectl, namespace)[0].get("worker", {}).get("drained") == 1, 120,
+              "the operator's status to show the drain")
+        sinfo = dict(line.split(maxsplit=1) for line in login.run("sinfo -h -N -o '%N %t'").splitlines())
+        counts, conditions = _slurm_view(kubectl, namespace)
+        assert counts == {"worker": _tally(sinfo, "worker"), "big": _tally(sinfo, "big")}, (counts, sinfo)
+        assert {pod: c["reason"] for pod, c in conditions.items()} == {
+            node: SINFO_REASONS[state] for node, state in sinfo.items()}
+        assert "userpath maintenance" in conditions[f"{NAME}-worker-1"]["message"]
+        assert conditions[f"{NAME}-worker-1"]["status"] == "False" and conditions[f"{NAME}-worker-0"]["status"] == "True"
+        login.run(f"scontrol update NodeName={NAME}-worker-1 State=RESUME")
+        until(lambda: _slurm_view(kubectl, namespace)[0]["worker"]["idle"] == 2, 120, "the resume in the status")
 
         # A config change reaches the login node's sackd and every slurmd through the kubelet's
         # ConfigMap refresh and one `scontrol reconfigure`; no pod is replaced.
         pods = _pod_uids(kubectl, namespace)
         kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
-            {"spec": {"partitions": [{"name": "main", "default": True, "maxTime": "1:00:00"}]}}))
-        limit = "grep -c MaxTime=1:00:00 /run/slurm/conf/slurm.conf"  # main is the only partition
+            {"spec": {"partitions": [{"name": "main", "default": True, "maxTime": "1:00:00"}, partitions[1]]}}))
+        limit = "grep -c MaxTime=1:00:00 /run/slurm/conf/slurm.conf"  # main is the only partition with it
         until(lambda: login.run(f"{limit} || true").strip() == "1", 240, "the login node's new slurm.conf")
-        workers = f"sbatch --wait -N3 -o /root/userpath/conf.out --wrap \"srun sh -c '{limit} || true'\""
-        until(lambda: login.run(f"{workers} >/dev/null && cat /root/userpath/conf.out").split() == ["1"] * 3,
+        workers = f"sbatch --wait -N4 -o /root/userpath/conf.out --wrap \"srun sh -c '{limit} || true'\""
+        until(lambda: login.run(f"{workers} >/dev/null && cat /root/userpath/conf.out").split() == ["1"] * 4,
               240, "every worker's new slurm.conf", interval=5)
         assert _pod_uids(kubectl, namespace) == pods
     finally:
@@ -133,7 +163,45 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
                        timeout=240)
     assert json.loads(kubectl("-n", namespace, "get", "pvc", f"{NAME}-jail", "-o", "json").stdout)["status"][
         "phase"] == "Bound"
-    assert (jail / "root" / "userpath" / "scaled.out").read_text().strip() == f"{NAME}-worker-2"
+    assert (jail / "root" / "userpath" / "big.out").read_text().strip() == f"{NAME}-big-0"
+
+
+# sinfo's compact states (%t) as the operator names them (pod condition reasons).
+SINFO_REASONS = {"idle": "Idle", "alloc": "Allocated", "mix": "Mixed", "drng": "Draining", "drain": "Drained",
+                 "down": "Down"}
+
+
+def _set_node_sets(kubectl, namespace: str, partitions: list[dict], big: int) -> None:
+    node_sets = [{"name": "worker", "replicas": 2}, {"name": "big", "replicas": big, "features": ["bigmem"]}]
+    kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge",
+            "-p", json.dumps({"spec": {"nodeSets": node_sets, "partitions": partitions}}))
+
+
+def _replicas(kubectl, namespace: str, name: str) -> int:
+    sts = json.loads(kubectl("-n", namespace, "get", "statefulset", name, "-o", "json").stdout)
+    return sts["spec"]["replicas"]
+
+
+def _tally(sinfo: dict[str, str], node_set: str) -> dict[str, int]:
+    """sinfo's states of one node set's nodes, counted under the status' names."""
+    names = {"Idle": "idle", "Allocated": "allocated", "Mixed": "mixed", "Draining": "draining", "Drained": "drained",
+             "Down": "down"}
+    counts = dict.fromkeys(["idle", "allocated", "mixed", "draining", "drained", "down", "notRegistered", "unknown"], 0)
+    for node, state in sinfo.items():
+        if node.startswith(f"{NAME}-{node_set}-"):
+            counts[names[SINFO_REASONS[state]]] += 1
+    return counts
+
+
+def _slurm_view(kubectl, namespace: str) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(Slurm counts per node set from the CR status, the SlurmNode condition per worker pod)."""
+    status = json.loads(kubectl("-n", namespace, "get", "slurmcluster", NAME, "-o", "json").stdout).get("status", {})
+    counts = {n["name"]: n["slurm"] for n in status.get("nodeSets", []) if "slurm" in n}
+    pods = json.loads(kubectl("-n", namespace, "get", "pods", "-l", "app.kubernetes.io/component=worker",
+                              "-o", "json").stdout)["items"]
+    conditions = {p["metadata"]["name"]: c for p in pods for c in p["status"].get("conditions", [])
+                  if c["type"] == "SlurmNode"}
+    return counts, conditions
 
 
 def _pod_uids(kubectl, namespace: str) -> dict[str, str]:

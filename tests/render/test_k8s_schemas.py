@@ -23,9 +23,12 @@ def test_variant_objects_validate(keys, version):
     cluster = make_cluster(uid="0b5d2f8e-1111-2222-3333-444455556666",
                            controller={"spool": {"claimName": "spool", "storageClassName": "fast"}},
                            jail={"volume": {"hostPath": "/srv/jail"}},
-                           workers={"replicas": 0, "scheduling": {"affinity": {"nodeAffinity": {
+                           nodeSets=[{"name": "a", "replicas": 0, "scheduling": {"affinity": {"nodeAffinity": {
                                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                                   {"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}}}})
+                                   {"matchExpressions": [{"key": "k", "operator": "Exists"}]}]}}}}},
+                               {"name": "b", "image": "registry.example.com/hpc/worker:2", "localVolume": {
+                                   "mountPath": "/local", "size": "1Ti", "storageClassName": "nvme"},
+                                "subMounts": [{"name": "data", "mountPath": "/data", "claimName": "data"}]}])
     for obj in _all_objects(cluster, keys):
         kubernetes_validate.validate(obj, version, strict=True)
 

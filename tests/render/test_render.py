@@ -29,8 +29,8 @@ def test_every_object_is_labelled_namespaced_and_owned(keys):
     cluster = make_cluster(uid=UID)
     objects = render_all(cluster, keys)
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == ["ConfigMap", "ConfigMap", "Job", "NetworkPolicy", "Secret", "Secret", "Service", "Service",
-                     "Service", "Service", "StatefulSet", "StatefulSet", "StatefulSet"]
+    assert kinds == ["ConfigMap", "ConfigMap", "Job", "NetworkPolicy", "Secret", "Secret", "Secret", "Service",
+                     "Service", "Service", "Service", "Service", "StatefulSet", "StatefulSet", "StatefulSet"]
     for obj in objects:
         meta = obj["metadata"]
         assert meta["namespace"] == "hpc"
@@ -58,31 +58,59 @@ def test_key_material_goes_into_secrets_unchanged(keys):
 
 
 def test_user_supplied_secrets_are_referenced_not_generated(keys):
-    cluster = make_cluster(secrets={"mungeKey": "site-munge", "sshHostKeys": "site-ssh"})
+    cluster = make_cluster(secrets={"mungeKey": "site-munge", "sshHostKeys": "site-ssh", "jwtKey": "site-jwt"})
     objects = render_all(cluster, keys)
     assert not [o for o in objects if o["kind"] == "Secret"]
     text = json.dumps(objects)
-    assert '"secretName": "site-munge"' in text and '"secretName": "site-ssh"' in text
+    assert all(f'"secretName": "site-{k}"' in text for k in ("munge", "ssh", "jwt"))
 
 
-def test_slurm_conf_lists_no_worker_and_partitions_take_nodes_by_feature():
-    conf = slurm_files(make_cluster(workers={"replicas": 5, "features": ["fast"]},
+def test_slurm_conf_lists_no_worker_and_partitions_take_node_sets():
+    conf = slurm_files(make_cluster(nodeSets=[{"name": "cpu", "replicas": 5, "features": ["fast"]}, {"name": "gpu"}],
                                     partitions=[{"name": "main", "default": True},
-                                                {"name": "quick", "nodeFeature": "fast"}]))["slurm.conf"]
+                                                {"name": "quick", "nodeSets": ["gpu"]}]))["slurm.conf"]
     assert not [ln for ln in conf.splitlines() if ln.startswith("NodeName=")]
-    assert "NodeSet=workers Feature=demo-worker\nNodeSet=with_fast Feature=fast\n" in conf
-    assert "PartitionName=main Nodes=workers Default=YES" in conf
-    assert "PartitionName=quick Nodes=with_fast Default=NO" in conf
+    assert "NodeSet=cpu Feature=cpu\nNodeSet=gpu Feature=gpu\n" in conf
+    assert "PartitionName=main Nodes=cpu,gpu Default=YES" in conf
+    assert "PartitionName=quick Nodes=gpu Default=NO" in conf
     assert "SlurmctldParameters=enable_configless\n" in conf and "MaxNodeCount=1024\n" in conf
+    assert "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key=/run/slurmctld-jwt/jwt_hs256.key\n" in conf
 
 
-def test_scaling_workers_changes_nothing_but_the_replica_count(keys):
-    before = render_all(make_cluster(workers={"replicas": 2}), keys)
-    after = render_all(make_cluster(workers={"replicas": 1000}), keys)
+def test_each_node_set_is_its_own_statefulset_and_scaling_one_touches_only_it(keys):
+    two = [{"name": "cpu", "replicas": 2}, {"name": "gpu", "replicas": 1, "gpus": 1}]
+    before = render_all(make_cluster(nodeSets=two), keys)
+    after = render_all(make_cluster(nodeSets=[{**two[0], "replicas": 1000}, two[1]]), keys)
     changed = [(a["kind"], a["metadata"]["name"]) for a, b in zip(before, after) if a != b]
-    assert changed == [("StatefulSet", "demo-worker")]
-    sts = [o for o in after if o["metadata"]["name"] == "demo-worker" and o["kind"] == "StatefulSet"][0]
-    assert sts["spec"]["replicas"] == 1000
+    assert changed == [("StatefulSet", "demo-cpu")]
+    objects = _by_kind_name(after)
+    cpu, gpu = objects[("StatefulSet", "demo-cpu")], objects[("StatefulSet", "demo-gpu")]
+    assert cpu["spec"]["replicas"] == 1000 and gpu["spec"]["replicas"] == 1
+    # Selectors apart, one headless Service for both (pods resolve under one search domain).
+    assert cpu["spec"]["selector"]["matchLabels"]["slurm.soperator.dev/node-set"] == "cpu"
+    assert gpu["spec"]["template"]["metadata"]["labels"]["slurm.soperator.dev/node-set"] == "gpu"
+    assert cpu["spec"]["serviceName"] == gpu["spec"]["serviceName"] == "demo-worker"
+    assert "nvidia.com/gpu" not in json.dumps(cpu) and "nvidia.com/gpu" in json.dumps(gpu)
+
+
+def test_a_node_set_brings_its_image_volumes_and_local_scratch():
+    cluster = make_cluster(jail={"subMounts": [{"name": "home", "mountPath": "/home", "claimName": "home"}]},
+                           nodeSets=[{"name": "fat", "image": "registry.example.com/hpc/worker:2",
+                                      "subMounts": [{"name": "data", "mountPath": "/data", "claimName": "data",
+                                                     "readOnly": True}],
+                                      "localVolume": {"mountPath": "/local", "size": "2Ti",
+                                                      "storageClassName": "nvme"}}, {"name": "thin"}])
+    objects = _by_kind_name(render_all(cluster, None))
+    fat, thin = objects[("StatefulSet", "demo-fat")]["spec"], objects[("StatefulSet", "demo-thin")]["spec"]
+    container = fat["template"]["spec"]["containers"][0]
+    assert container["image"] == "registry.example.com/hpc/worker:2"
+    assert thin["template"]["spec"]["containers"][0]["image"].startswith("localhost/soperator/worker:")
+    mounts = {m["name"]: (m["mountPath"], m.get("readOnly")) for m in container["volumeMounts"]}
+    assert mounts["jail-sub-home"] == ("/mnt/jail/home", False)
+    assert mounts["jail-sub-data"] == ("/mnt/jail/data", True) and mounts["local"] == ("/mnt/jail/local", False)
+    assert fat["volumeClaimTemplates"] == [{"metadata": {"name": "local"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Ti"}}, "storageClassName": "nvme"}}]
+    assert "volumeClaimTemplates" not in thin and "jail-sub-data" not in json.dumps(thin)
 
 
 def test_a_slurm_setting_change_replaces_no_pod(keys):
@@ -95,11 +123,11 @@ def test_a_slurm_setting_change_replaces_no_pod(keys):
 
 
 def test_workers_register_with_what_the_spec_gives_their_pods():
-    cluster = make_cluster(workers={"cpus": 8, "realMemoryMib": 64000, "gpus": 4, "gres": ["shard:16"],
-                                    "features": ["a100", "ib"]})
-    sts = _by_kind_name(render_all(cluster, None))[("StatefulSet", "demo-worker")]
+    cluster = make_cluster(nodeSets=[{"name": "a100", "cpus": 8, "realMemoryMib": 64000, "gpus": 4,
+                                      "gres": ["shard:16"], "features": ["ib"]}])
+    sts = _by_kind_name(render_all(cluster, None))[("StatefulSet", "demo-a100")]
     env = {e["name"]: e["value"] for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["SOPERATOR_SLURMD_CONF"] == "Feature=demo-worker,a100,ib CPUs=8 RealMemory=64000 Gres=gpu:4,shard:16"
+    assert env["SOPERATOR_SLURMD_CONF"] == "Feature=a100,ib CPUs=8 RealMemory=64000 Gres=gpu:4,shard:16"
     assert env["SOPERATOR_CONF_SERVER"] == "demo-controller-0:6817"
     assert {v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]} == {"munge-key", "jail", "spool", "shm"}
 
@@ -114,12 +142,15 @@ def test_an_sshd_change_rolls_only_login(keys):
 
 
 def test_gpu_workers_get_gres_and_device_limits():
-    cluster = make_cluster(workers={"replicas": 4, "gpus": 8, "gres": ["shard:16"]})
+    cluster = make_cluster(nodeSets=[{"name": "gpu", "replicas": 4, "gpus": 8, "gres": ["shard:16"]},
+                                     {"name": "cpu"}])
     files = slurm_files(cluster)
     assert "GresTypes=gpu,shard" in files["slurm.conf"]
-    # The pod's GPUs are whatever the device plugin gave it: slurmd finds them itself.
-    assert files["gres.conf"].splitlines()[-1] == "AutoDetect=nvml" and "File=" not in files["gres.conf"]
-    sts = _by_kind_name(render_all(cluster, None))[("StatefulSet", "demo-worker")]
+    # The pod's GPUs are whatever the device plugin gave it: slurmd finds them itself; CPU node sets
+    # do not look for any.
+    assert files["gres.conf"].splitlines()[-1] == "NodeName=demo-gpu-[0-1023] AutoDetect=nvml"
+    assert "File=" not in files["gres.conf"] and "demo-cpu" not in files["gres.conf"]
+    sts = _by_kind_name(render_all(cluster, None))[("StatefulSet", "demo-gpu")]
     assert sts["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
 
 
@@ -209,10 +240,33 @@ def test_controller_and_populate_run_as_root_with_only_their_capabilities():
 
 
 def test_pull_secrets_reach_every_pod_and_gpus_register_with_their_type():
-    cluster = make_cluster(images={"pullSecrets": ["site-registry"]}, workers={"gpus": 8, "gpuType": "h100"},
+    cluster = make_cluster(images={"pullSecrets": ["site-registry"]}, nodeSets=[{"name": "g", "gpus": 8, "gpuType": "h100"}],
                            populateJail={"overwrite": True})
     objects = render_all(cluster, None) + [populate_jail_job(cluster, hold_nodes=True)]
     pods = [o["spec"]["template"]["spec"] for o in objects if o["kind"] in ("StatefulSet", "Job")]
     assert len(pods) == 5 and all(p["imagePullSecrets"] == [{"name": "site-registry"}] for p in pods)
-    assert worker_node_conf(cluster).endswith(" Gres=gpu:h100:8")
+    assert worker_node_conf(cluster.spec.node_sets[0]).endswith(" Gres=gpu:h100:8")
     assert "imagePullSecrets" not in json.dumps(render_all(make_cluster(), None))
+
+
+def test_slurmrestd_runs_beside_slurmctld_unprivileged_and_inside_the_cluster_only(keys):
+    objects = _by_kind_name(render_all(make_cluster(), keys))
+    pod = objects[("StatefulSet", "demo-controller")]["spec"]["template"]["spec"]
+    rest = next(c for c in pod["containers"] if c["name"] == "slurmrestd")
+    assert rest["command"][:5] == ["slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld"]
+    assert {"name": "SLURM_JWT", "value": "daemon"} in rest["env"]
+    ctx = rest["securityContext"]
+    assert ctx["runAsUser"] == 65534 and ctx["runAsNonRoot"] and ctx["readOnlyRootFilesystem"]
+    assert ctx["capabilities"] == {"drop": ["ALL"]} and ctx["allowPrivilegeEscalation"] is False
+    # The key is slurmctld's alone: slurmrestd mounts the configs only, and no key is in any env.
+    assert [m["name"] for m in rest["volumeMounts"]] == ["slurm-configs"]
+    ctld = next(c for c in pod["containers"] if c["name"] == "slurmctld")
+    assert {"name": "jwt-key", "mountPath": "/etc/soperator/jwt", "readOnly": True} in ctld["volumeMounts"]
+    jwt_volume = next(v for v in pod["volumes"] if v["name"] == "jwt-key")
+    assert jwt_volume["secret"] == {"secretName": "demo-jwt-key", "defaultMode": 0o400}
+    service = objects[("Service", "demo-rest")]["spec"]
+    assert service["type"] == "ClusterIP" and service["ports"][0]["port"] == 6820
+    secret = objects[("Secret", "demo-jwt-key")]
+    assert secret["immutable"] is True and base64.b64decode(secret["data"]["jwt_hs256.key"]) == keys.jwt_key
+    others = [o for k, o in objects.items() if k != ("Secret", "demo-jwt-key")]
+    assert secret["data"]["jwt_hs256.key"] not in json.dumps(others)

@@ -12,25 +12,28 @@ pytestmark = pytest.mark.slurm
 def test_rendered_config_brings_slurmctld_up_and_a_worker_registers_itself(tmp_path, keys):
     cluster = make_cluster(
         partitions=[{"name": "cpu", "default": True}, {"name": "debug", "maxTime": "01:00:00"},
-                    {"name": "quick", "nodeFeature": "fast"}],
-        workers={"replicas": 5, "cpus": 2, "realMemoryMib": 2000, "features": ["fast"]},
+                    {"name": "quick", "nodeSets": ["fast"]}, {"name": "big", "nodeSets": ["big"]}],
+        nodeSets=[{"name": "fast", "replicas": 5, "cpus": 2, "realMemoryMib": 2000, "features": ["ib"]},
+                  {"name": "big", "replicas": 1, "cpus": 4}],
         slurmConfig={"extra": {"PriorityType": "priority/basic"}, "proctrackType": "proctrack/linuxproc",
                      "taskPlugin": "task/none"})
     result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path,
-                            worker=("demo-worker-3", worker_node_conf(cluster)))
+                            worker=("demo-fast-3", worker_node_conf(cluster.spec.node_sets[0])))
     assert result["ready"], result["log"]
-    # Only the worker that registered exists, in every partition that takes its features.
+    # Only the worker that registered exists, in every partition that spans its node set; the other
+    # node set's partition is there, empty, until one of its workers registers.
     sinfo = {line.split("|")[0]: line.split("|")[1] for line in result["sinfo"].split()}
-    assert sinfo == {"cpu": "demo-worker-3", "debug": "demo-worker-3", "quick": "demo-worker-3"}
+    assert sinfo == {"cpu": "demo-fast-3", "debug": "demo-fast-3", "quick": "demo-fast-3", "big": ""}
     assert "MaxTime=01:00:00" in result["partitions"]
     (node,) = [ln for ln in result["nodes"].splitlines() if ln.startswith("NodeName=")]
-    assert node.startswith("NodeName=demo-worker-3 ") and "CPUTot=2" in node and "RealMemory=2000" in node
-    assert "AvailableFeatures=demo-worker,fast" in node and "DYNAMIC" in node
+    assert node.startswith("NodeName=demo-fast-3 ") and "CPUTot=2" in node and "RealMemory=2000" in node
+    assert "AvailableFeatures=fast,ib" in node and "DYNAMIC" in node
     assert "ClusterName             = demo" in result["config"]
 
 
 def test_room_for_many_workers_costs_no_node_lines(tmp_path, keys):
-    cluster = make_cluster(workers={"replicas": 5000}, slurmConfig={"maxNodeCount": 65536})
+    cluster = make_cluster(nodeSets=[{"name": "a", "replicas": 5000}, {"name": "b", "replicas": 5000}],
+                           slurmConfig={"maxNodeCount": 65536})
     result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path)
     assert result["ready"], result["log"]
     assert "MaxNodeCount            = 65536" in result["config"] and "NodeName=" not in result["nodes"]
@@ -47,13 +50,13 @@ def test_broken_config_is_refused(tmp_path, keys):
 
 
 def test_a_gpu_worker_on_a_node_without_nvidias_library_is_refused_visibly(tmp_path, keys):
-    """gres.conf says AutoDetect=nvml: the image's gpu/nvml plugin loads NVIDIA's libnvidia-ml at run
+    """gres.conf says AutoDetect=nvml for the node set's workers: the image's gpu/nvml plugin loads NVIDIA's libnvidia-ml at run
     time (a GPU node's container toolkit provides it). Without it slurmd finds no GPU, and Slurm drains
     the node with the reason, so no GPU job lands on a node whose GPUs it cannot see."""
-    cluster = make_cluster(workers={"replicas": 1, "gpus": 1},
+    cluster = make_cluster(nodeSets=[{"name": "gpu", "replicas": 1, "gpus": 1}],
                            slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"})
     result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path,
-                            worker=("demo-worker-0", worker_node_conf(cluster)))
+                            worker=("demo-gpu-0", worker_node_conf(cluster.spec.node_sets[0])))
     assert not result["ready"] and result["failed"] == "slurmd"
     assert "gres/gpu count reported lower than configured (0 < 1)" in result["log"]
     assert "libnvidia-ml.so.1" in (tmp_path / "slurmd.log").read_text()

@@ -18,7 +18,7 @@ NODE = "demo-worker-0"
 
 
 def _cluster():
-    return make_cluster(workers={"replicas": 1},
+    return make_cluster(nodeSets=[{"name": "worker", "replicas": 1}],
                         slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
                                      "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
 
@@ -26,7 +26,7 @@ def _cluster():
 def _sandbox(tmp_path, keys, jail):
     cluster = _cluster()
     box = SlurmSandbox(tmp_path / "box", slurm_files(cluster), controller_host(cluster), keys.munge_key,
-                       names=[NODE], slurmd=NODE, jail=jail, node_conf=worker_node_conf(cluster))
+                       names=[NODE], slurmd=NODE, jail=jail, node_conf=worker_node_conf(cluster.spec.node_sets[0]))
     assert box.status["ready"], (box.status, box.log("slurmd.log"), box.log("slurmctld.log"))
     return box
 

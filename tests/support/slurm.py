@@ -15,6 +15,7 @@ import pytest
 
 from images.build import build_all, image_ref
 from images.podman import PodmanError, podman, podman_env
+from soperator.keys import generate_jwt_key
 from soperator.render.paths import PATHS
 
 SANDBOX = Path(__file__).with_name("slurm_sandbox.py")
@@ -42,7 +43,7 @@ class SlurmSandbox:
     def __init__(self, work: Path, files: dict[str, str], hostname: str, munge_key: bytes,
                  names: list[str] = (), slurmd: str | None = None, jail: Path | None = None,
                  prepare_jail: bool = True, node_conf: str = "CPUs=1 RealMemory=1024",
-                 mounts: dict[str, Path] | None = None):
+                 mounts: dict[str, Path] | None = None, jwt_key: bytes | None = None, rest: bool = False):
         image = node_image()
         self.work = work
         config = work / "etc-slurm"
@@ -52,7 +53,15 @@ class SlurmSandbox:
         key = work / "munge.key.src"
         key.write_bytes(munge_key)
         os.chmod(work, 0o755)
-        spec = {"hostname": hostname, "names": [hostname, *names], "config_dir": str(config),
+        # slurmctld needs the key slurm.conf names (AuthAltParameters) to start at all.
+        (work / "jwt.key.src").write_bytes(jwt_key or generate_jwt_key())
+        sockets = {}
+        if rest:
+            # slurmrestd (nobody) makes its socket here; the host reaches it through RestForwarder.
+            (work / "rest").mkdir(exist_ok=True)
+            os.chmod(work / "rest", 0o777)
+            sockets = {"rest_socket": str(self.rest_socket(work))}
+        spec = {**sockets, "jwt_key": str(work / "jwt.key.src"), "hostname": hostname, "names": [hostname, *names], "config_dir": str(config),
                 "munge_key": str(key), "slurmd": slurmd, "jail": str(jail) if jail else None,
                 "prepare_jail": prepare_jail, "jail_mount": PATHS.jail, "slurmd_log": PATHS.slurmd_log,
                 "node_conf": node_conf}
@@ -70,6 +79,10 @@ class SlurmSandbox:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(work / "sandbox.err", "w"), text=True,
             env=podman_env())
         self.status = self._reply(timeout=120)
+
+    @staticmethod
+    def rest_socket(work: Path) -> Path:
+        return work / "rest" / "slurmrestd.sock"
 
     def _reply(self, timeout: float) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)

@@ -17,6 +17,7 @@ import sys
 import time
 
 from soperator_node.mounts import WORKER, bind, bind_into_jail
+from soperator_node.roles import JWT_KEY, install_key
 
 MUNGE_SOCKET_DIR = "/run/munge"
 # munged refuses key and seed paths under directories other users cannot traverse (pytest's 0700).
@@ -65,6 +66,8 @@ def filesystem(work: str, spec: dict) -> None:
     shutil.copyfile(spec["munge_key"], MUNGE_KEY)
     os.chmod(MUNGE_KEY, 0o400)
     shutil.chown(MUNGE_KEY, "munge", "munge")
+    if spec.get("jwt_key"):
+        install_key(spec["jwt_key"], JWT_KEY, "slurm")
 
 
 def start(work: str, name: str, argv: list[str]) -> subprocess.Popen:
@@ -108,6 +111,13 @@ def boot(work: str, spec: dict) -> tuple[dict, list[subprocess.Popen]]:
     procs.append(ctld)
     if not wait(ctld, lambda: "is UP" in output("scontrol", "ping"), 30):
         return {"ready": False, "failed": "slurmctld", "exit_code": ctld.poll()}, procs
+    if spec.get("rest_socket"):
+        # As in the controller pod: nobody, JWT callers only; here on a socket the host can reach.
+        rest = start(work, "slurmrestd", ["runuser", "-u", "nobody", "--", "env", "SLURM_JWT=daemon", "slurmrestd", "-a", "rest_auth/jwt",
+                                          "-s", "openapi/slurmctld", f"unix:{spec['rest_socket']}"])
+        procs.append(rest)
+        if not wait(rest, lambda: os.path.exists(spec["rest_socket"]), 30):
+            return {"ready": False, "failed": "slurmrestd", "exit_code": rest.poll()}, procs
     node = spec.get("slurmd")
     if node:
         if spec.get("prepare_jail"):

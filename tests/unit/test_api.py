@@ -12,7 +12,7 @@ def test_ten_line_manifest_gets_a_working_small_cpu_cluster():
                              "metadata": {"name": "tiny"}})
     spec = cluster.spec
     assert cluster.namespace == "default"
-    assert spec.workers.replicas == 2 and spec.workers.gpus == 0
+    assert [(n.name, n.replicas, n.gpus) for n in spec.node_sets] == [("worker", 2, 0)]
     assert [p.name for p in spec.partitions] == ["main"] and spec.partitions[0].default
     assert spec.login.service.type == "ClusterIP"
     assert spec.populate_jail.overwrite is False
@@ -37,15 +37,15 @@ def test_malformed_quantities_are_rejected(text):
 
 
 def test_integer_quantities_become_strings():
-    cluster = make_cluster(workers={"resources": {"requests": {"cpu": 2}}})
-    assert cluster.spec.workers.resources.requests == {"cpu": "2"}
+    cluster = make_cluster(nodeSets=[{"name": "cpu", "resources": {"requests": {"cpu": 2}}}])
+    assert cluster.spec.node_sets[0].resources.requests == {"cpu": "2"}
 
 
 def test_every_error_is_reported_not_just_the_first():
     with pytest.raises(SpecError) as exc:
-        make_cluster(workers={"replicas": -1, "cpus": 0}, login={"replicas": "x"})
+        make_cluster(nodeSets=[{"name": "cpu", "replicas": -1, "cpus": 0}], login={"replicas": "x"})
     paths = {e.path for e in exc.value.errors}
-    assert {"spec.workers.replicas", "spec.workers.cpus", "spec.login.replicas"} <= paths
+    assert {"spec.nodeSets[0].replicas", "spec.nodeSets[0].cpus", "spec.login.replicas"} <= paths
 
 
 def test_status_is_ignored_on_input():
@@ -55,7 +55,43 @@ def test_status_is_ignored_on_input():
 
 
 def test_wire_form_round_trips():
-    cluster = make_cluster(workers={"replicas": 7, "gpus": 8}, plugStack={"pyxis": True})
+    cluster = make_cluster(nodeSets=[{"name": "gpu", "replicas": 7, "gpus": 8}], plugStack={"pyxis": True})
     again = parse_cluster(cluster.wire())
     assert again == cluster
-    assert cluster.wire()["spec"]["workers"]["realMemoryMib"] == 1024
+    assert cluster.wire()["spec"]["nodeSets"][0]["realMemoryMib"] == 1024
+
+
+NODE_SET_CASES = [
+    ({"nodeSets": [{"name": "cpu"}, {"name": "cpu"}]}, "spec.nodeSets", "duplicate name 'cpu'"),
+    ({"nodeSets": [{"name": "cpu"}], "partitions": [{"name": "main", "nodeSets": ["gpu"]}]},
+     "spec.partitions[0].nodeSets[0]", "no node set 'gpu'"),
+    ({"nodeSets": [{"name": "cpu", "gpuType": "h100"}]}, "spec.nodeSets[0].gpuType", "gpuType needs gpus > 0"),
+    ({"nodeSets": [{"name": "cpu", "gres": ["gpu:2"]}]}, "spec.nodeSets[0].gres", "GPUs are set by gpus (it is 0)"),
+    ({"nodeSets": [{"name": "a", "features": ["b"]}, {"name": "b"}]}, "spec.nodeSets[0].features[0]",
+     "another node set's name"),
+    ({"nodeSets": [{"name": "login"}]}, "spec.nodeSets[0].name", "reserved"),
+    ({"nodeSets": [{"name": "a" * 41}]}, "spec.nodeSets[0].name", "at most 40"),
+    ({"nodeSets": []}, "spec.nodeSets", "at least 1"),
+    ({"nodeSets": [{"name": "cpu", "replicas": 600}, {"name": "gpu", "replicas": 600}]}, "spec.nodeSets",
+     "maxNodeCount"),
+    ({"nodeSets": [{"name": "cpu", "subMounts": [{"name": "s", "mountPath": "/s", "claimName": "c"},
+                                                 {"name": "s", "mountPath": "/t", "claimName": "d"}]}]},
+     "spec.nodeSets[0].subMounts", "duplicate name 's'"),
+]
+
+
+@pytest.mark.parametrize("spec,path,message", NODE_SET_CASES, ids=[c[1] + ":" + c[2][:20] for c in NODE_SET_CASES])
+def test_bad_node_sets_are_refused_with_the_field_named(spec, path, message):
+    with pytest.raises(SpecError) as exc:
+        make_cluster(**spec)
+    assert any(e.path == path and message in e.message for e in exc.value.errors), exc.value.errors
+
+
+def test_a_node_set_statefulset_name_must_fit_kubernetes_limits():
+    """`<cluster>-<node set>` names the StatefulSet, its pods and its Slurm nodes: at most 52 characters,
+    for the pods' controller-revision-hash label."""
+    make_cluster(name="c" * 40, nodeSets=[{"name": "n" * 11}])
+    with pytest.raises(SpecError) as exc:
+        make_cluster(name="c" * 40, nodeSets=[{"name": "n" * 12}])
+    assert [e.path for e in exc.value.errors] == ["spec.nodeSets[0].name"]
+    assert "53 characters" in str(exc.value)

@@ -18,8 +18,9 @@ from tests.support.slurm_grammar import parse
 MARK = "Zq9mark"  # a value every field accepts and no template writes by itself
 NODE_CONF = "slurmd --conf"  # what a worker registers with: a node line, parsed as Slurm parses one
 BASE = {"apiVersion": "slurm.soperator.dev/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "prop"},
-        "spec": {"workers": {"replicas": 2, "gres": ["shard:8"], "features": ["fast"]},
-                 "partitions": [{"name": "main", "default": True, "extra": {"AllowGroups": "hpc"}},
+        "spec": {"nodeSets": [{"name": "cpu", "replicas": 2, "gres": ["shard:8"], "features": ["fast"]}],
+                 "partitions": [{"name": "main", "default": True, "nodeSets": ["cpu"],
+                                 "extra": {"AllowGroups": "hpc"}},
                                 {"name": "debug", "maxTime": "30"}],
                  "slurmConfig": {"extra": {"SchedulerParameters": "bf_interval=30"},
                                  "slurmctldParameters": ["idle_on_node_suspend"]},
@@ -44,10 +45,10 @@ def _set_key(doc: dict, path: tuple, key: str) -> None:
     parent[last] = {key: "1"}
 
 
-def _set_feature(doc: dict, path: tuple, value: str) -> None:
-    """A partition takes the workers that have a feature: the same string in both places."""
+def _set_node_set(doc: dict, path: tuple, value: str) -> None:
+    """A partition names the node sets it spans: the same string in both places."""
     _set_value(doc, path, value)
-    doc["spec"]["workers"]["features"][0] = value
+    doc["spec"]["partitions"][0]["nodeSets"][0] = value
 
 
 # (file, where in the spec, how the string goes in, what the MARK looks like in the file)
@@ -58,20 +59,20 @@ FIELDS = [
     ("slurm.conf", ("slurmConfig", "selectTypeParameters"), _set_value),
     ("slurm.conf", ("slurmConfig", "taskPlugin"), _set_value),
     ("slurm.conf", ("partitions", 0, "name"), _set_value),
-    ("slurm.conf", ("partitions", 0, "nodeFeature"), _set_feature),
-    (NODE_CONF, ("partitions", 0, "nodeFeature"), _set_feature),
+    ("slurm.conf", ("nodeSets", 0, "name"), _set_node_set),
+    (NODE_CONF, ("nodeSets", 0, "name"), _set_node_set),
     ("slurm.conf", ("partitions", 1, "maxTime"), _set_value),
     ("slurm.conf", ("partitions", 0, "extra", "AllowGroups"), _set_value),
     ("slurm.conf", ("partitions", 0, "extra"), _set_key),
-    (NODE_CONF, ("workers", "features", 0), _set_value),
-    (NODE_CONF, ("workers", "gres", 0), _set_value),
+    (NODE_CONF, ("nodeSets", 0, "features", 0), _set_value),
+    (NODE_CONF, ("nodeSets", 0, "gres", 0), _set_value),
     ("slurm.conf", ("healthCheck", "program"), _set_value),
     ("cgroup.conf", ("cgroupConfig", "extra", "AllowedRAMSpace"), _set_value),
     ("cgroup.conf", ("cgroupConfig", "extra"), _set_key),
     ("plugstack.conf", ("plugStack", "custom", 0), _set_value),
 ]
 MARKS = {("slurmConfig", "taskPlugin"): "task/zqmark", ("partitions", 1, "maxTime"): "43219", ("slurmConfig", "selectTypeParameters"): "CR_Zqmark",
-         ("workers", "gres", 0): "zqmark:8", ("healthCheck", "program"): "/usr/bin/Zq9mark",
+         ("nodeSets", 0, "gres", 0): "zqmark:8", ("nodeSets", 0, "name"): "zq9mark", ("healthCheck", "program"): "/usr/bin/Zq9mark",
          ("plugStack", "custom", 0): "optional /usr/lib/Zq9mark.so"}
 
 # Printable ASCII plus what config grammars care about: newlines, tabs, quotes, '#', '\\', '=', ','.
@@ -84,7 +85,7 @@ def _file(doc: dict, name: str) -> str | None:
         cluster = parse_cluster(doc)
     except SpecError:
         return None
-    return worker_node_conf(cluster) + "\n" if name == NODE_CONF else slurm_files(cluster)[name]
+    return worker_node_conf(cluster.spec.node_sets[0]) + "\n" if name == NODE_CONF else slurm_files(cluster)[name]
 
 
 @pytest.mark.parametrize(("name", "path", "put"), FIELDS, ids=lambda x: ".".join(map(str, x)) if isinstance(x, tuple) else getattr(x, "__name__", x))

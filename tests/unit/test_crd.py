@@ -68,10 +68,17 @@ def test_preserve_unknown_fields_only_on_affinity():
 
 def test_subresources_and_columns():
     version = crd()["spec"]["versions"][0]
-    assert version["subresources"]["scale"]["specReplicasPath"] == ".spec.workers.replicas"
-    assert "status" in version["subresources"]
-    names = [c["name"] for c in version["additionalPrinterColumns"]]
-    assert names == ["Phase", "Workers", "Desired", "Login", "Age"]
+    # Replicas are per node set: no single scale subresource.
+    assert version["subresources"] == {"status": {}}
+    columns = version["additionalPrinterColumns"]
+    assert [c["name"] for c in columns if "priority" not in c] == [
+        "Phase", "Workers", "Desired", "Idle", "Busy", "Drained", "Down", "Login", "Age"]
+    status = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    counts = status["properties"]["slurmNodes"]["properties"]
+    for column in columns:
+        path = column["jsonPath"].split(".")[1:]
+        if path[0] == "status" and path[1] == "slurmNodes":
+            assert path[2] in counts, column
     assert crd()["spec"]["names"]["shortNames"]
 
 
@@ -95,9 +102,10 @@ def test_examples_validate_against_the_crd_schema(path):
 
 
 @pytest.mark.parametrize("doc,message", [
-    ({"spec": {"workers": {"replicas": -1}}}, "minimum"),
+    ({"spec": {"nodeSets": [{"name": "a", "replicas": -1}]}}, "minimum"),
+    ({"spec": {"nodeSets": [{"replicas": 1}]}}, "'name' is a required property"),
     ({"spec": {"login": {"service": {"type": "ExternalName"}}}}, "is not one of"),
-    ({"spec": {"workers": {"sharedMemorySize": "64 MB"}}}, "does not match"),
+    ({"spec": {"nodeSets": [{"name": "a", "sharedMemorySize": "64 MB"}]}}, "does not match"),
 ])
 def test_schema_rejects_bad_values(doc, message):
     with pytest.raises(jsonschema.ValidationError, match=message):
@@ -107,6 +115,7 @@ def test_schema_rejects_bad_values(doc, message):
 def test_defaults_in_schema_match_the_models():
     spec = _schema()["properties"]["spec"]
     assert spec["default"] == {}
-    assert spec["properties"]["workers"]["properties"]["replicas"]["default"] == 2
+    assert [n["name"] for n in spec["properties"]["nodeSets"]["default"]] == ["worker"]
+    assert spec["properties"]["nodeSets"]["default"][0]["replicas"] == 2
     assert spec["properties"]["partitions"]["default"] == [
-        {"default": True, "extra": {}, "maxTime": "INFINITE", "name": "main", "state": "UP"}]
+        {"default": True, "extra": {}, "maxTime": "INFINITE", "name": "main", "nodeSets": [], "state": "UP"}]

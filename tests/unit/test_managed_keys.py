@@ -7,7 +7,8 @@ from soperator.render.configs import slurm_files
 from tests.conftest import make_cluster
 from tests.support.slurm_grammar import parse
 
-EVERYTHING = make_cluster(workers={"replicas": 3, "gpus": 2, "gres": ["shard:4"], "features": ["f"]},
+EVERYTHING = make_cluster(nodeSets=[{"name": "gpu", "replicas": 3, "gpus": 2, "gres": ["shard:4"], "features": ["f"]},
+                                    {"name": "cpu"}],
                           slurmConfig={"defMemPerCpuMib": 1000},
                           healthCheck={"program": "/usr/bin/check", "interval": 60})
 
@@ -35,5 +36,5 @@ def test_every_partition_key_the_template_writes_is_managed():
 
 def test_every_cgroup_key_the_template_writes_is_managed():
     for gpus in (0, 2):
-        written = _keys(slurm_files(make_cluster(workers={"gpus": gpus}))["cgroup.conf"])
+        written = _keys(slurm_files(make_cluster(nodeSets=[{"name": "n", "gpus": gpus}]))["cgroup.conf"])
         assert written and written - MANAGED_CGROUP_KEYS == set()

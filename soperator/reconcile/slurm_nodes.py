@@ -1,0 +1,115 @@
+"""What Slurm says of each worker: counts per node set for the CR status, and a condition on each
+worker pod. One slurmrestd list call per reconcile, whatever the number of nodes; writes only what
+changed. When Slurm cannot be asked, its state is unknown: the last counts and the pod conditions
+stay as they were and the SlurmReachable condition says why."""
+from __future__ import annotations
+
+import base64
+import datetime
+from dataclasses import dataclass
+from typing import Callable
+
+from soperator.api.cluster import SlurmCluster
+from soperator.api.spec import NodeSetSpec
+from soperator.kube import Kube
+from soperator.reconcile.conditions import Cond
+from soperator.render.controller import rest_url
+from soperator.render.nodes import NODE_SET_LABEL
+from soperator.render.paths import JWT_KEY_FILE
+from soperator.render.secrets import jwt_key_secret_name
+from soperator.slurm import SlurmError, SlurmNode, SlurmRestClient, mint_token
+from soperator.slurm.nodes import NODE_STATES, NodeState
+
+POD_CONDITION = "SlurmNode"
+_REASONS = {"idle": "Idle", "allocated": "Allocated", "mixed": "Mixed", "draining": "Draining",
+            "drained": "Drained", "down": "Down", "notRegistered": "NotRegistered", "unknown": "Unknown"}
+_IN_SERVICE = ("idle", "allocated", "mixed")
+
+# Returns a client, or the reason there is none yet (the controller is not ready, no key).
+Connect = Callable[[Kube, SlurmCluster, bool], "SlurmRestClient | str"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    nodes: dict[str, SlurmNode] | None  # None: unknown
+    condition: Cond
+
+
+def connect_in_cluster(kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:
+    """The cluster's slurmrestd Service, with tokens signed by its JWT key Secret."""
+    if not controller_ready:
+        return "the controller is not ready"
+    secret = kube.get("v1", "Secret", cluster.namespace, jwt_key_secret_name(cluster)) or {}
+    encoded = (secret.get("data") or {}).get(JWT_KEY_FILE)
+    if not encoded:
+        return f"Secret {jwt_key_secret_name(cluster)} has no {JWT_KEY_FILE}"
+    key = base64.b64decode(encoded)
+    return SlurmRestClient(rest_url(cluster), lambda: mint_token(key))
+
+
+def observe(kube: Kube, cluster: SlurmCluster, controller_ready: bool, connect: Connect) -> Observation:
+    client = connect(kube, cluster, controller_ready)
+    if isinstance(client, str):
+        return Observation(None, Cond("SlurmReachable", None, "NotConnected", client))
+    try:
+        nodes = client.list_nodes()
+    except SlurmError as exc:
+        return Observation(None, Cond("SlurmReachable", False, type(exc).__name__.removeprefix("Slurm") or "Error",
+                                      str(exc)))
+    return Observation({n.name: n for n in nodes}, Cond("SlurmReachable", True, "Listed",
+                                                       f"{len(nodes)} Slurm nodes"))
+
+
+def category(name: str, nodes: dict[str, SlurmNode]) -> NodeState:
+    node = nodes.get(name)
+    return node.category() if node else "notRegistered"
+
+
+def node_set_counts(node_set: NodeSetSpec, pods: list[dict], nodes: dict[str, SlurmNode]) -> dict[str, int]:
+    """Each of the node set's workers once: its pods, and Slurm nodes of its NodeSet feature."""
+    names = {p["metadata"]["name"] for p in pods if _node_set(p) == node_set.name}
+    names |= {n.name for n in nodes.values() if node_set.name in n.features}
+    counts = dict.fromkeys(NODE_STATES, 0)
+    for name in names:
+        counts[category(name, nodes)] += 1
+    return counts  # the states are the status' keys already
+
+
+def _node_set(pod: dict) -> str | None:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(NODE_SET_LABEL)
+
+
+def pod_condition(name: str, nodes: dict[str, SlurmNode]) -> dict:
+    state = category(name, nodes)
+    node = nodes.get(name)
+    if node is None:
+        message = "no Slurm node of this name: slurmd has not registered"
+    else:
+        message = f"Slurm state {'+'.join(node.state) or 'none'}" + (f"; reason: {node.reason}" if node.reason else "")
+    return {"type": POD_CONDITION, "status": "True" if state in _IN_SERVICE else "False",
+            "reason": _REASONS[state], "message": message}
+
+
+def pod_condition_changes(pods: list[dict], nodes: dict[str, SlurmNode], now: str) -> list[tuple[dict, dict]]:
+    """(pod, its new condition) for each pod whose Slurm state is not what its condition says."""
+    changes = []
+    for pod in pods:
+        want = pod_condition(pod["metadata"]["name"], nodes)
+        have = next((c for c in (pod.get("status") or {}).get("conditions") or []
+                     if c.get("type") == POD_CONDITION), None)
+        if have and all(have.get(k) == v for k, v in want.items()):
+            continue
+        moved = have is None or have.get("status") != want["status"]
+        changes.append((pod, {**want, "lastTransitionTime": now if moved else have.get("lastTransitionTime") or now}))
+    return changes
+
+
+def write_pod_conditions(kube: Kube, pods: list[dict], nodes: dict[str, SlurmNode]) -> int:
+    changes = pod_condition_changes(pods, nodes, _now())
+    for pod, condition in changes:
+        kube.patch_pod_condition(pod["metadata"]["namespace"], pod["metadata"]["name"], condition)
+    return len(changes)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,79 @@
+"""A small typed client of slurmrestd: the endpoints the operator uses, nothing else.
+
+Every failure raises: a REST error, a refused token, an unreachable or garbled server. An empty list
+is only ever Slurm saying it has no nodes, never a failure read as "nothing there".
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import urllib3
+from pydantic import ValidationError
+from urllib3.util import Retry, Timeout
+
+from soperator.slurm.nodes import NodesResponse, SlurmNode
+
+API = "/slurm/v0.0.42"
+# slurmctld's answer to a token it cannot verify (measured: wrong key, expired): SLURM_PROTOCOL_AUTHENTICATION_ERROR.
+ESLURM_AUTH = (1007,)
+
+
+class SlurmError(RuntimeError):
+    """Slurm could not be asked, or did not answer: its state is unknown."""
+
+
+class SlurmUnreachable(SlurmError):
+    pass
+
+
+class SlurmAuthError(SlurmError):
+    pass
+
+
+class SlurmApiError(SlurmError):
+    pass
+
+
+class SlurmRestClient:
+    def __init__(self, base_url: str, token: Callable[[], str], timeout: float = 10.0, retries: int = 2):
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        # Idempotent reads only are retried, with backoff, on connection errors and gateway answers.
+        self._pool = urllib3.PoolManager(
+            timeout=Timeout(connect=min(timeout, 3.0), read=timeout),
+            retries=Retry(total=retries, connect=retries, read=retries, status=retries, backoff_factor=0.5,
+                          status_forcelist=(502, 503, 504), allowed_methods=frozenset({"GET"}),
+                          raise_on_status=False))
+        self.calls = 0
+        self.bytes_received = 0
+
+    def _get(self, path: str, fields: dict[str, str] | None = None) -> dict:
+        self.calls += 1
+        try:
+            reply = self._pool.request("GET", self.base_url + API + path, fields=fields,
+                                       headers={"X-SLURM-USER-TOKEN": self._token()})
+        except urllib3.exceptions.HTTPError as exc:
+            raise SlurmUnreachable(f"slurmrestd at {self.base_url}: {exc}") from None
+        self.bytes_received += len(reply.data)
+        if reply.status == 401:
+            raise SlurmAuthError(f"slurmrestd refused the token: {reply.data[:200].decode(errors='replace')}")
+        try:
+            body = json.loads(reply.data)
+        except ValueError:
+            raise SlurmUnreachable(f"slurmrestd answered {reply.status} without JSON") from None
+        errors = body.get("errors") or [] if isinstance(body, dict) else []
+        if any(e.get("error_number") in ESLURM_AUTH for e in errors):
+            raise SlurmAuthError(f"slurmctld refused the token: {errors[0].get('error')}")
+        if reply.status != 200 or errors:
+            detail = "; ".join(f"{e.get('error')} ({e.get('description')})" for e in errors) or reply.status
+            raise SlurmApiError(f"GET {path}: {detail}")
+        return body
+
+    def list_nodes(self) -> list[SlurmNode]:
+        """Every node record, FUTURE ones included (slurmrestd hides those unless asked)."""
+        body = self._get("/nodes", {"flags": "FUTURE"})
+        try:
+            return NodesResponse.model_validate(body).nodes
+        except ValidationError as exc:
+            raise SlurmApiError(f"GET /nodes: unexpected answer: {exc.errors()[0]['msg']}") from None

@@ -1,0 +1,47 @@
+"""Slurm nodes as slurmrestd's data parser v0.0.42 gives them, and the one state each is counted in."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# What `sinfo` shows, in words: idle, alloc, mix, drng, drain, down, futr (never registered), and
+# Slurm's own UNKNOWN (not yet heard from since slurmctld started). Never guessed from anything else.
+NodeState = Literal["idle", "allocated", "mixed", "draining", "drained", "down", "notRegistered", "unknown"]
+NODE_STATES: tuple[NodeState, ...] = ("idle", "allocated", "mixed", "draining", "drained", "down",
+                                      "notRegistered", "unknown")
+_BASE = {"IDLE": "idle", "ALLOCATED": "allocated", "MIXED": "mixed", "DOWN": "down", "FUTURE": "notRegistered",
+         "ERROR": "down"}
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class SlurmNode(_Wire):
+    name: str
+    state: list[str] = Field(default_factory=list, description="base state first, then flags")
+    reason: str = ""
+    features: list[str] = Field(default_factory=list)
+
+    @property
+    def flags(self) -> list[str]:
+        return self.state[1:]
+
+    def category(self) -> NodeState:
+        """As sinfo counts it: a DRAIN flag makes an idle node drained and a busy one draining."""
+        base = self.state[0] if self.state else "UNKNOWN"
+        if "DRAIN" in self.flags and base not in ("DOWN", "FUTURE"):
+            return "draining" if base in ("ALLOCATED", "MIXED") or "COMPLETING" in self.flags else "drained"
+        return _BASE.get(base, "unknown")  # type: ignore[return-value]
+
+
+class RestError(_Wire):
+    error_number: int = 0
+    error: str = ""
+    description: str = ""
+
+
+class NodesResponse(_Wire):
+    nodes: list[SlurmNode] = Field(default_factory=list)
+    errors: list[RestError] = Field(default_factory=list)

@@ -1,0 +1,45 @@
+"""A TCP port on loopback that relays to slurmrestd's unix socket inside a test's Slurm sandbox: the
+operator's client speaks HTTP over TCP, as it does to the in-cluster Service."""
+from __future__ import annotations
+
+import selectors
+import socket
+import socketserver
+import threading
+
+
+class _Relay(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            upstream.connect(self.server.unix_path)
+        except OSError:
+            return  # the caller sees the connection close: slurmrestd is not there
+        with upstream, selectors.DefaultSelector() as sel:
+            sel.register(self.request, selectors.EVENT_READ, upstream)
+            sel.register(upstream, selectors.EVENT_READ, self.request)
+            while True:
+                for key, _ in sel.select():
+                    data = key.fileobj.recv(65536)
+                    if not data:
+                        return
+                    key.data.sendall(data)
+
+
+class RestForwarder(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+
+    def __init__(self, unix_path: str):
+        super().__init__(("127.0.0.1", 0), _Relay)
+        self.unix_path = unix_path
+        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def close(self) -> None:
+        self.shutdown()
+        self.server_close()
+        self._thread.join()
