@@ -37,10 +37,19 @@ class SlurmNodeCounts(ApiModel):
     unknown: int = 0
 
 
+class ScaleInStatus(ApiModel):
+    """A scale-in under way: the StatefulSet stays above `replicas` until its leaving nodes run nothing."""
+
+    replicas: int = Field(description="the spec's count, reached when the nodes below have drained")
+    waiting_for: list[str] = Field(default_factory=list, description="leaving nodes still running jobs")
+    message: str = ""
+
+
 class NodeSetStatus(ApiModel):
     name: str
     desired: int = 0
     ready: int = 0
+    scale_in: Optional[ScaleInStatus] = None
     slurm: Optional[SlurmNodeCounts] = Field(default=None, description="absent until Slurm was first reached")
 
 

@@ -17,11 +17,12 @@ from soperator.reconcile.conditions import Cond
 from soperator.reconcile.diff import contains
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
-from soperator.reconcile.slurm_nodes import Connect, connect_in_cluster, node_set_counts, observe, write_pod_conditions
+from soperator.reconcile.slurm_nodes import (Connect, act_on_plans, connect_in_cluster, observe, scale_plans,
+                                             slurm_status)
 from soperator.render import config_maps, slurm_nodes
 from soperator.render.login import login_ssh_service_name
 from soperator.render.nodes import CONTROLLER, LOGIN, WORKER
-from soperator.render.common import object_name, selector_labels
+from soperator.render.common import object_name
 from soperator.render.worker import node_set_stateful_set_name
 
 
@@ -45,7 +46,7 @@ def ensure(kube: Kube, obj: dict) -> bool:
     return True
 
 
-def _ready(sts: dict | None) -> dict:
+def _ready(sts: dict | None) -> dict[str, int]:
     sts = sts or {}
     return {"desired": (sts.get("spec") or {}).get("replicas", 0),
             "ready": (sts.get("status") or {}).get("readyReplicas") or 0}
@@ -59,26 +60,6 @@ def _counts(kube: Kube, cluster: SlurmCluster) -> dict[str, dict]:
                 for n in cluster.spec.node_sets})
     out[WORKER] = {k: sum(out[n.name][k] for n in cluster.spec.node_sets) for k in ("desired", "ready")}
     return out
-
-
-def _slurm(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], body: dict,
-           connect: Connect) -> tuple[Cond, list[dict], dict | None]:
-    """(SlurmReachable, status.nodeSets, status.slurmNodes); pod conditions written on the way."""
-    seen = observe(kube, cluster, counts[CONTROLLER]["ready"] > 0, connect)
-    old = {s.get("name"): s.get("slurm") for s in (body.get("status") or {}).get("nodeSets") or []}
-    pods = []
-    if seen.nodes is not None:
-        selector = ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster, WORKER).items()))
-        pods = kube.list("v1", "Pod", cluster.namespace, selector)
-        write_pod_conditions(kube, pods, seen.nodes)
-    node_sets = []
-    for node_set in cluster.spec.node_sets:
-        entry = {"name": node_set.name, **counts[node_set.name]}
-        slurm = node_set_counts(node_set, pods, seen.nodes) if seen.nodes is not None else old.get(node_set.name)
-        node_sets.append({**entry, **({"slurm": slurm} if slurm else {})})
-    known = [n["slurm"] for n in node_sets if "slurm" in n]
-    totals = {k: sum(n[k] for n in known) for k in known[0]} if seen.nodes is not None and known else None
-    return seen.condition, node_sets, totals
 
 
 def _endpoint(kube: Kube, cluster: SlurmCluster) -> str | None:
@@ -107,7 +88,11 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     conds.append(populated)
     if not populated.ok:
         return Result("Error" if populated.ok is False else "Populating", conds)
-    for obj in slurm_nodes(cluster):
+    controller = kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, CONTROLLER))
+    seen = observe(kube, cluster, _ready(controller)["ready"] > 0, connect)
+    plans = scale_plans(kube, cluster, seen)
+    scaled = act_on_plans(cluster, seen, plans)
+    for obj in slurm_nodes(cluster, {name: plan.replicas for name, plan in plans.items()}):
         ensure(kube, obj)
     counts = _counts(kube, cluster)
     all_ready = True
@@ -117,8 +102,8 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         all_ready &= ready
         conds.append(Cond(f"{label}Ready", ready, "AllReady" if ready else "NotReady",
                           f"{c['ready']}/{c['desired']} ready"))
-    reachable, node_sets, slurm_counts = _slurm(kube, cluster, counts, body, connect)
-    conds.append(reachable)
+    node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plans)
+    conds += [seen.condition, scaled]
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
     return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(kube, cluster))

@@ -13,10 +13,13 @@ from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
+from soperator.reconcile.scale_in import OWN_DRAIN, Plan, plan_replicas
+from soperator.render.common import selector_labels
 from soperator.render.controller import rest_url
-from soperator.render.nodes import NODE_SET_LABEL
+from soperator.render.nodes import NODE_SET_LABEL, WORKER
 from soperator.render.paths import JWT_KEY_FILE
 from soperator.render.secrets import jwt_key_secret_name
+from soperator.render.worker import node_set_stateful_set_name
 from soperator.slurm import SlurmError, SlurmNode, SlurmRestClient, mint_token
 from soperator.slurm.nodes import NODE_STATES, NodeState
 
@@ -33,6 +36,7 @@ Connect = Callable[[Kube, SlurmCluster, bool], "SlurmRestClient | str"]
 class Observation:
     nodes: dict[str, SlurmNode] | None  # None: unknown
     condition: Cond
+    client: SlurmRestClient | None = None
 
 
 def connect_in_cluster(kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:
@@ -56,8 +60,59 @@ def observe(kube: Kube, cluster: SlurmCluster, controller_ready: bool, connect: 
     except SlurmError as exc:
         return Observation(None, Cond("SlurmReachable", False, type(exc).__name__.removeprefix("Slurm") or "Error",
                                       str(exc)))
-    return Observation({n.name: n for n in nodes}, Cond("SlurmReachable", True, "Listed",
-                                                       f"{len(nodes)} Slurm nodes"))
+    return Observation({n.name: n for n in nodes}, Cond("SlurmReachable", True, "Listed", f"{len(nodes)} Slurm nodes"),
+                       client)
+
+
+def scale_plans(kube: Kube, cluster: SlurmCluster, seen: Observation) -> dict[str, Plan]:
+    """Each node set's replica count for now, and the drains that get it to its spec's."""
+    plans = {}
+    for node_set in cluster.spec.node_sets:
+        name = node_set_stateful_set_name(cluster, node_set)
+        live = kube.get("apps/v1", "StatefulSet", cluster.namespace, name)
+        plans[node_set.name] = plan_replicas(name, node_set.replicas,
+                                             None if live is None else (live.get("spec") or {}).get("replicas", 0),
+                                             seen.nodes)
+    return plans
+
+
+def act_on_plans(cluster: SlurmCluster, seen: Observation, plans: dict[str, Plan]) -> Cond:
+    """Drain the nodes that go, undo the operator's own drains of nodes that stay; NodeSetsScaled."""
+    try:
+        for node_set, plan in plans.items():
+            for node in plan.drain:
+                seen.client.drain(node, f"{OWN_DRAIN} of node set {node_set}")
+            for node in plan.resume:
+                seen.client.resume(node)
+    except SlurmError as exc:
+        return Cond("NodeSetsScaled", False, "SlurmError", f"a drain or resume failed, retried next pass: {exc}")
+    waiting = [f"{name}: {plan.waiting}" for name, plan in plans.items() if plan.waiting]
+    if waiting:
+        return Cond("NodeSetsScaled", False, "Draining" if seen.nodes is not None else "Paused", "; ".join(waiting))
+    return Cond("NodeSetsScaled", True, "AtSize", "every node set has its spec's replicas")
+
+
+def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], body: dict, seen: Observation,
+                 plans: dict[str, Plan]) -> tuple[list[dict], dict | None]:
+    """(status.nodeSets, status.slurmNodes); the worker pods' conditions written on the way. Slurm
+    unknown: the counts last seen stay."""
+    old = {s.get("name"): s.get("slurm") for s in (body.get("status") or {}).get("nodeSets") or []}
+    pods = []
+    if seen.nodes is not None:
+        selector = ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster, WORKER).items()))
+        pods = kube.list("v1", "Pod", cluster.namespace, selector)
+        write_pod_conditions(kube, pods, seen.nodes)
+    node_sets = []
+    for node_set in cluster.spec.node_sets:
+        entry = {"name": node_set.name, **counts[node_set.name]}
+        slurm = node_set_counts(node_set, pods, seen.nodes) if seen.nodes is not None else old.get(node_set.name)
+        plan = plans[node_set.name]
+        if plan.waiting:
+            entry["scaleIn"] = {"replicas": node_set.replicas, "waitingFor": plan.busy, "message": plan.waiting}
+        node_sets.append({**entry, **({"slurm": slurm} if slurm else {})})
+    known = [n["slurm"] for n in node_sets if "slurm" in n]
+    totals = {k: sum(n[k] for n in known) for k in known[0]} if seen.nodes is not None and known else None
+    return node_sets, totals
 
 
 def category(name: str, nodes: dict[str, SlurmNode]) -> NodeState:

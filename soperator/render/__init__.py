@@ -41,12 +41,14 @@ def config_maps(cluster: SlurmCluster) -> list[Obj]:
     return [slurm_configs_config_map(cluster), sshd_config_map(cluster)]
 
 
-def slurm_nodes(cluster: SlurmCluster) -> list[Obj]:
+def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int] | None = None) -> list[Obj]:
+    """`replicas`: node sets whose StatefulSet is held above its spec's count while its leaving nodes
+    drain (soperator/reconcile/scale_in.py)."""
     # The egress policy first: no login or worker pod ever runs without it.
     return [
         node_egress_policy(cluster),
         controller_service(cluster), rest_service(cluster), controller_stateful_set(cluster),
-        worker_service(cluster), *worker_stateful_sets(cluster),
+        worker_service(cluster), *worker_stateful_sets(cluster, replicas or {}),
         login_headless_service(cluster), login_ssh_service(cluster), login_stateful_set(cluster),
     ]
 

@@ -31,7 +31,7 @@ def _local_volume(node_set: NodeSetSpec) -> tuple[list[Obj], list[Obj]]:
     return [jail_mount(LOCAL_VOLUME, local.mount_path)], [{"metadata": {"name": LOCAL_VOLUME}, "spec": claim}]
 
 
-def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec) -> Obj:
+def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: int | None = None) -> Obj:
     spec = cluster.spec
     gpu_limit = {GPU_RESOURCE: str(node_set.gpus)} if node_set.gpus else {}
     local_mounts, claim_templates = _local_volume(node_set)
@@ -60,11 +60,12 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec) -> Obj:
     # Running steps get KillWait to stop before the pod is torn down.
     pod = node_pod(cluster, node_set, container, volumes, grace_seconds=spec.slurm_config.kill_wait + 30)
     # No config hash: a Slurm config change reaches slurmd by reconfigure, and scaling is registration.
-    return stateful_set(cluster, WORKER, node_set.replicas, pod, {}, claim_templates, node_set=node_set.name)
+    count = node_set.replicas if replicas is None else replicas
+    return stateful_set(cluster, WORKER, count, pod, {}, claim_templates, node_set=node_set.name)
 
 
-def worker_stateful_sets(cluster: SlurmCluster) -> list[Obj]:
-    return [worker_stateful_set(cluster, n) for n in cluster.spec.node_sets]
+def worker_stateful_sets(cluster: SlurmCluster, replicas: dict[str, int]) -> list[Obj]:
+    return [worker_stateful_set(cluster, n, replicas.get(n.name)) for n in cluster.spec.node_sets]
 
 
 def worker_service(cluster: SlurmCluster) -> Obj:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from typing import Callable
+from urllib.parse import quote
 
 import urllib3
 from pydantic import ValidationError
@@ -48,32 +49,46 @@ class SlurmRestClient:
         self.calls = 0
         self.bytes_received = 0
 
-    def _get(self, path: str, fields: dict[str, str] | None = None) -> dict:
+    def _call(self, method: str, path: str, fields: dict[str, str] | None = None, body: dict | None = None) -> dict:
         self.calls += 1
         try:
-            reply = self._pool.request("GET", self.base_url + API + path, fields=fields,
-                                       headers={"X-SLURM-USER-TOKEN": self._token()})
+            reply = self._pool.request(method, self.base_url + API + path, fields=fields,
+                                       body=json.dumps(body).encode() if body is not None else None,
+                                       headers={"X-SLURM-USER-TOKEN": self._token(),
+                                                **({"Content-Type": "application/json"} if body is not None else {})})
         except urllib3.exceptions.HTTPError as exc:
             raise SlurmUnreachable(f"slurmrestd at {self.base_url}: {exc}") from None
         self.bytes_received += len(reply.data)
         if reply.status == 401:
             raise SlurmAuthError(f"slurmrestd refused the token: {reply.data[:200].decode(errors='replace')}")
         try:
-            body = json.loads(reply.data)
+            answer = json.loads(reply.data)
         except ValueError:
             raise SlurmUnreachable(f"slurmrestd answered {reply.status} without JSON") from None
-        errors = body.get("errors") or [] if isinstance(body, dict) else []
+        errors = (answer.get("errors") or []) if isinstance(answer, dict) else []
         if any(e.get("error_number") in ESLURM_AUTH for e in errors):
             raise SlurmAuthError(f"slurmctld refused the token: {errors[0].get('error')}")
         if reply.status != 200 or errors:
             detail = "; ".join(f"{e.get('error')} ({e.get('description')})" for e in errors) or reply.status
-            raise SlurmApiError(f"GET {path}: {detail}")
-        return body
+            raise SlurmApiError(f"{method} {path}: {detail}")
+        return answer
 
     def list_nodes(self) -> list[SlurmNode]:
         """Every node record, FUTURE ones included (slurmrestd hides those unless asked)."""
-        body = self._get("/nodes", {"flags": "FUTURE"})
+        body = self._call("GET", "/nodes", {"flags": "FUTURE"})
         try:
             return NodesResponse.model_validate(body).nodes
         except ValidationError as exc:
             raise SlurmApiError(f"GET /nodes: unexpected answer: {exc.errors()[0]['msg']}") from None
+
+    def drain(self, name: str, reason: str) -> None:
+        """No new job lands on the node; running ones go on."""
+        self._call("POST", f"/node/{quote(name)}", body={"state": ["DRAIN"], "reason": reason})
+
+    def resume(self, name: str) -> None:
+        """Undo a drain (only ever one of the operator's own: the caller checks the reason)."""
+        self._call("POST", f"/node/{quote(name)}", body={"state": ["RESUME"]})
+
+    def delete_node(self, name: str) -> None:
+        """Forget a dynamic node's record; slurmctld refuses while a job runs there."""
+        self._call("DELETE", f"/node/{quote(name)}")

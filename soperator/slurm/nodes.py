@@ -31,9 +31,11 @@ class SlurmNode(_Wire):
     def category(self) -> NodeState:
         """As sinfo counts it: a DRAIN flag makes an idle node drained and a busy one draining."""
         base = self.state[0] if self.state else "UNKNOWN"
+        if base not in _BASE:
+            return "unknown"  # a drain flag on a node Slurm has not heard from says nothing about its jobs
         if "DRAIN" in self.flags and base not in ("DOWN", "FUTURE"):
             return "draining" if base in ("ALLOCATED", "MIXED") or "COMPLETING" in self.flags else "drained"
-        return _BASE.get(base, "unknown")  # type: ignore[return-value]
+        return _BASE[base]  # type: ignore[return-value]
 
 
 class RestError(_Wire):

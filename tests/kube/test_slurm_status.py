@@ -22,13 +22,13 @@ NOWHERE = {"nodeSelector": {"soperator.test/nowhere": "true"}}
 SINFO = {"idle": "idle", "alloc": "allocated", "mix": "mixed", "drng": "draining", "drain": "drained", "down": "down"}
 
 
-def _connect(rest_slurm):
+def connect_to(rest_slurm):
     def connect(kube, cluster, controller_ready):
         return SlurmRestClient(rest_slurm.url, lambda: mint_token(rest_slurm.key), retries=0)
     return connect
 
 
-def _pods(kube: Kube, namespace: str) -> dict[str, dict]:
+def pods_of(kube: Kube, namespace: str) -> dict[str, dict]:
     return {p["metadata"]["name"]: p for p in kube.list("v1", "Pod", namespace, "app.kubernetes.io/component=worker")}
 
 
@@ -36,17 +36,27 @@ def _condition(pod: dict) -> dict:
     return next(c for c in pod["status"].get("conditions", []) if c["type"] == "SlurmNode")
 
 
-def test_status_and_pod_conditions_follow_slurm_and_survive_its_absence(api, kubectl, crd_installed, namespace,
-                                                                        rest_slurm):
-    kube = Kube(api)
-    spec = {**SPEC, "nodeSets": [{**n, "scheduling": NOWHERE} for n in SPEC["nodeSets"]]}
+def apply_cluster(kubectl, namespace: str, cpu_replicas: int = 2) -> None:
+    node_sets = [{**n, "scheduling": NOWHERE} for n in SPEC["nodeSets"]]
+    node_sets[0]["replicas"] = cpu_replicas
     kubectl("apply", "-f", "-", input=yaml.safe_dump({"apiVersion": API, "kind": "SlurmCluster", "metadata": {
-        "name": NAME, "namespace": namespace}, "spec": spec}))
-    connect = _connect(rest_slurm)
+        "name": NAME, "namespace": namespace}, "spec": {**SPEC, "nodeSets": node_sets}}))
+
+
+def start_cluster(kube: Kube, kubectl, namespace: str, connect) -> None:
+    """The SlurmCluster reconciled past its populate gate, its three worker pods in the apiserver."""
+    apply_cluster(kubectl, namespace)
     reconcile(kube, _body(kube, namespace, NAME), connect)
     _finish_job(kubectl, namespace, f"{NAME}-populate-jail")
     reconcile(kube, _body(kube, namespace, NAME), connect)
-    until(lambda: len(_pods(kube, namespace)) == 3, 60, "three worker pods from two StatefulSets")
+    until(lambda: len(pods_of(kube, namespace)) == 3, 60, "three worker pods from two StatefulSets")
+
+
+def test_status_and_pod_conditions_follow_slurm_and_survive_its_absence(api, kubectl, crd_installed, namespace,
+                                                                        rest_slurm):
+    kube = Kube(api)
+    connect = connect_to(rest_slurm)
+    start_cluster(kube, kubectl, namespace, connect)
 
     rest_slurm.run("scontrol", "update", f"NodeName={REGISTERED}", "State=DRAIN", "Reason=bad dimm")
     result = reconcile(kube, _body(kube, namespace, NAME), connect)
@@ -58,7 +68,7 @@ def test_status_and_pod_conditions_follow_slurm_and_survive_its_absence(api, kub
     assert by_set["big"] == {**_zero(), "notRegistered": 1}
     assert status["slurmNodes"] == {**_zero(), "drained": 1, "notRegistered": 2}
     assert {c.type: c.ok for c in result.conditions}["SlurmReachable"] is True
-    pods = _pods(kube, namespace)
+    pods = pods_of(kube, namespace)
     drained = _condition(pods[REGISTERED])
     assert (drained["status"], drained["reason"]) == ("False", "Drained") and "bad dimm" in drained["message"]
     assert {_condition(pods[p])["reason"] for p in pods if p != REGISTERED} == {"NotRegistered"}
@@ -69,15 +79,17 @@ def test_status_and_pod_conditions_follow_slurm_and_survive_its_absence(api, kub
     assert kube.writes == writes
 
     # slurmrestd gone: the status says so; the counts and the pods' conditions stay as last seen.
-    versions = {name: p["metadata"]["resourceVersion"] for name, p in _pods(kube, namespace).items()}
-    rest_slurm.run("pkill", "-x", "slurmrestd")
-    until(lambda: "slurmrestd" not in rest_slurm.run("ps", "-eo", "comm"), 30, "slurmrestd to exit")
-    result = reconcile(kube, _body(kube, namespace, NAME), connect)
+    versions = {name: p["metadata"]["resourceVersion"] for name, p in pods_of(kube, namespace).items()}
+    rest_slurm.stop_rest()
+    try:
+        result = reconcile(kube, _body(kube, namespace, NAME), connect)
+    finally:
+        rest_slurm.start_rest()
     after = _body(kube, namespace, NAME)["status"]
     reachable = next(c for c in after["conditions"] if c["type"] == "SlurmReachable")
     assert reachable["status"] == "False" and reachable["reason"] == "Unreachable", reachable
     assert after["nodeSets"] == status["nodeSets"] and after["slurmNodes"] == status["slurmNodes"]
-    assert {name: p["metadata"]["resourceVersion"] for name, p in _pods(kube, namespace).items()} == versions
+    assert {name: p["metadata"]["resourceVersion"] for name, p in pods_of(kube, namespace).items()} == versions
     assert kube.writes == writes + 2  # the status and a Warning event, nothing else
     events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
     assert any(e["reason"] == "Unreachable" and e["type"] == "Warning" for e in events)

@@ -10,14 +10,18 @@ from soperator.render.configs import controller_host, slurm_files, worker_node_c
 from tests.conftest import make_cluster
 from tests.support.rest_forward import RestForwarder
 from tests.support.slurm import SlurmSandbox
+from tests.support.thin_jail import make_thin_jail
+from tests.support.wait import until
 
 # The cluster the sandbox runs: two node sets; one worker of `cpu` runs a slurmd, the rest exist as
 # pods only (tests/kube) or as FUTURE records.
 SPEC = {"nodeSets": [{"name": "cpu", "replicas": 2, "features": ["ib"]}, {"name": "big", "replicas": 1}],
         "partitions": [{"name": "main", "default": True}, {"name": "big", "nodeSets": ["big"]}],
-        "slurmConfig": {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"}}
+        "slurmConfig": {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
+                        "extra": {"SchedulerParameters": "batch_sched_delay=0"}}}
 NAME = "rest"
-REGISTERED = f"{NAME}-cpu-0"
+# The highest ordinal of its node set: the one a scale-in of `cpu` takes away.
+REGISTERED = f"{NAME}-cpu-1"
 
 
 class RestSlurm:
@@ -27,6 +31,21 @@ class RestSlurm:
     @property
     def url(self) -> str:
         return self.forwarder.url
+
+    def start_rest(self) -> None:
+        """slurmrestd again, as the sandbox starts it (after a test stopped it)."""
+        socket = SlurmSandbox.rest_socket(self.box.work)
+        self.run("sh", "-c", f"rm -f {socket}; runuser -u nobody -- env SLURM_JWT=daemon slurmrestd -a rest_auth/jwt "
+                             f"-s openapi/slurmctld unix:{socket} >>{self.box.work}/slurmrestd.log 2>&1 </dev/null &")
+        until(socket.exists, 30, "slurmrestd's socket")
+
+    def stop_rest(self) -> None:
+        self.run("pkill", "-x", "slurmrestd")
+        until(lambda: "slurmrestd" not in self.run("ps", "-eo", "comm"), 30, "slurmrestd to exit")
+
+    def job(self, job_id: str) -> dict[str, str]:
+        text = self.run("scontrol", "-o", "show", "job", job_id)
+        return dict(f.split("=", 1) for f in text.split() if "=" in f)
 
     def run(self, *argv: str) -> str:
         proc = self.box.run(*argv)
@@ -41,7 +60,7 @@ def rest_slurm(tmp_path_factory):
     work = tmp_path_factory.mktemp("rest-slurm")
     box = SlurmSandbox(work, slurm_files(cluster), controller_host(cluster), generate_munge_key(),
                        names=[REGISTERED], slurmd=REGISTERED, node_conf=worker_node_conf(cluster.spec.node_sets[0]),
-                       jwt_key=key, rest=True)
+                       jwt_key=key, rest=True, jail=make_thin_jail(work / "jail"))
     forwarder = None
     try:
         assert box.status["ready"], (box.status, box.log("slurmctld.log"), box.log("slurmrestd.log"))

@@ -22,6 +22,7 @@ from tests.conftest import make_cluster
     (["DOWN", "NOT_RESPONDING"], "down"),
     (["FUTURE", "DYNAMIC_NORM"], "notRegistered"),
     (["UNKNOWN"], "unknown"),
+    (["UNKNOWN", "DRAIN"], "unknown"),
     ([], "unknown"),  # no state is not "idle", nor "drained"
     (["SOMETHING_NEW"], "unknown"),
 ])

@@ -1,0 +1,58 @@
+"""Scale-in that never kills a job: a pure planner, observed state in, the next safe steps out.
+
+A StatefulSet removes its highest ordinals, so those are the nodes that go. The operator drains them
+(no new job lands there), waits until they run nothing, and only then lowers the StatefulSet; the pod
+that stops deletes its own Slurm record (soperator/node/roles.py). Lowering first and deleting the
+record after avoids a race the other order has: a record deleted while slurmd still runs is
+registered again by that slurmd, undrained, and could take a job before the pod stops.
+
+Level-based: every decision comes from what is observed now (Slurm's nodes, the live replica count),
+so an operator restarted mid-way resumes. Slurm's state unknown: nothing moves. Scaling back up
+undoes only the operator's own drains (their reason starts with OWN_DRAIN).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from soperator.slurm import SlurmNode
+
+OWN_DRAIN = "soperator: scale-in"
+# States in which a leaving node runs nothing and can go.
+_GONE_READY = ("drained", "down", "notRegistered")
+
+
+@dataclass(frozen=True)
+class Plan:
+    replicas: int  # what the StatefulSet gets now
+    drain: list[str] = field(default_factory=list)
+    resume: list[str] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)  # leaving nodes still running jobs (or unknown)
+    waiting: str | None = None  # why the StatefulSet is not at the spec's count yet
+
+
+def plan_replicas(prefix: str, desired: int, live: int | None, nodes: dict[str, SlurmNode] | None) -> Plan:
+    """`prefix`: the StatefulSet's name (its pods are `<prefix>-<ordinal>`); `live`: its replicas now
+    (None: not created yet); `nodes`: Slurm's nodes by name, None when unknown."""
+    if live is None or desired >= live:
+        return Plan(desired, resume=_own_drains(prefix, range(desired), nodes))
+    if nodes is None:
+        return Plan(live, waiting=f"scale-in {live} -> {desired} paused: Slurm's state is unknown, nothing removed")
+    leaving = [f"{prefix}-{i}" for i in range(desired, live)]
+    drain = [n for n in leaving if n in nodes and "DRAIN" not in nodes[n].flags
+             and nodes[n].category() not in ("down", "notRegistered")]
+    ready = {n for n in leaving if n not in drain and (n not in nodes or nodes[n].category() in _GONE_READY)}
+    replicas = live
+    while replicas > desired and f"{prefix}-{replicas - 1}" in ready:
+        replicas -= 1
+    busy = [n for n in leaving if n not in ready]
+    waiting = None if replicas == desired else (
+        f"scale-in {live} -> {desired}: waiting for {len(busy)} draining node(s) to finish their jobs: "
+        f"{', '.join(busy)}")
+    return Plan(replicas, drain=drain, busy=busy, waiting=waiting)
+
+
+def _own_drains(prefix: str, ordinals: range, nodes: dict[str, SlurmNode] | None) -> list[str]:
+    if nodes is None:
+        return []
+    names = (f"{prefix}-{i}" for i in ordinals)
+    return [n for n in names if n in nodes and "DRAIN" in nodes[n].flags and nodes[n].reason.startswith(OWN_DRAIN)]
