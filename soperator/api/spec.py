@@ -201,6 +201,12 @@ class NodeSetSpec(ComponentBase):
         "workers only (after spec.jail.subMounts)", json_schema_extra=cel(
             unique_rule("name", "subMounts: duplicate name"), unique_rule("mountPath", "subMounts: duplicate mountPath")))
     local_volume: Optional[LocalVolume] = None
+    maintenance: bool = Field(
+        default=False, description="drain every worker of the node set and hold it (running jobs finish, no new "
+        "one starts; nothing is deleted); off again: only these drains are undone")
+    max_unavailable: int = Field(
+        default=1, ge=1, le=65536, description="how many of its workers an update takes out of service at a "
+        "time: each is drained, waited for until it runs nothing, then its pod replaced")
 
     @field_validator("name")
     @classmethod
@@ -290,6 +296,7 @@ class SlurmClusterSpec(ApiModel):
     plug_stack: PlugStack = Field(default_factory=PlugStack)
     health_check: HealthCheck = Field(default_factory=HealthCheck)
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
+    maintenance: bool = Field(default=False, description="maintenance for every node set at once")
 
     model_config = ConfigDict(json_schema_extra=cel(
         ("!has(self.nodeSets) || self.nodeSets.map(n, has(n.replicas) ? n.replicas : 2).sum() <= "

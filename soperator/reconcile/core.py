@@ -17,8 +17,9 @@ from soperator.reconcile.conditions import Cond
 from soperator.reconcile.diff import contains
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
-from soperator.reconcile.slurm_nodes import (Connect, act_on_plans, connect_in_cluster, observe, scale_plans,
-                                             slurm_status)
+from soperator.reconcile.node_actions import (act_on_maintenance, act_on_plans, act_on_rollouts, rollout_plans,
+                                              scale_plans)
+from soperator.reconcile.slurm_nodes import Connect, connect_in_cluster, observe, slurm_status, worker_pods
 from soperator.render import config_maps, slurm_nodes
 from soperator.render.login import login_ssh_service_name
 from soperator.render.nodes import CONTROLLER, LOGIN, WORKER
@@ -92,8 +93,11 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     seen = observe(kube, cluster, _ready(controller)["ready"] > 0, connect)
     plans = scale_plans(kube, cluster, seen)
     scaled = act_on_plans(cluster, seen, plans)
+    maintenance = act_on_maintenance(cluster, seen)
     for obj in slurm_nodes(cluster, {name: plan.replicas for name, plan in plans.items()}):
         ensure(kube, obj)
+    pods = worker_pods(kube, cluster, seen)
+    updated = act_on_rollouts(kube, cluster, seen, rollout_plans(kube, cluster, seen, plans, pods))
     counts = _counts(kube, cluster)
     all_ready = True
     for component, label in ((CONTROLLER, "Controller"), (WORKER, "Workers"), (LOGIN, "Login")):
@@ -102,8 +106,8 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         all_ready &= ready
         conds.append(Cond(f"{label}Ready", ready, "AllReady" if ready else "NotReady",
                           f"{c['ready']}/{c['desired']} ready"))
-    node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plans)
-    conds += [seen.condition, scaled]
+    node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plans, pods)
+    conds += [seen.condition, scaled, updated, maintenance]
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
     return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(kube, cluster))

@@ -13,13 +13,12 @@ from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
-from soperator.reconcile.scale_in import OWN_DRAIN, Plan, plan_replicas
+from soperator.reconcile.scale_in import Plan
 from soperator.render.common import selector_labels
 from soperator.render.controller import rest_url
 from soperator.render.nodes import NODE_SET_LABEL, WORKER
 from soperator.render.paths import JWT_KEY_FILE
 from soperator.render.secrets import jwt_key_secret_name
-from soperator.render.worker import node_set_stateful_set_name
 from soperator.slurm import SlurmError, SlurmNode, SlurmRestClient, mint_token
 from soperator.slurm.nodes import NODE_STATES, NodeState
 
@@ -64,43 +63,20 @@ def observe(kube: Kube, cluster: SlurmCluster, controller_ready: bool, connect: 
                        client)
 
 
-def scale_plans(kube: Kube, cluster: SlurmCluster, seen: Observation) -> dict[str, Plan]:
-    """Each node set's replica count for now, and the drains that get it to its spec's."""
-    plans = {}
-    for node_set in cluster.spec.node_sets:
-        name = node_set_stateful_set_name(cluster, node_set)
-        live = kube.get("apps/v1", "StatefulSet", cluster.namespace, name)
-        plans[node_set.name] = plan_replicas(name, node_set.replicas,
-                                             None if live is None else (live.get("spec") or {}).get("replicas", 0),
-                                             seen.nodes)
-    return plans
-
-
-def act_on_plans(cluster: SlurmCluster, seen: Observation, plans: dict[str, Plan]) -> Cond:
-    """Drain the nodes that go, undo the operator's own drains of nodes that stay; NodeSetsScaled."""
-    try:
-        for node_set, plan in plans.items():
-            for node in plan.drain:
-                seen.client.drain(node, f"{OWN_DRAIN} of node set {node_set}")
-            for node in plan.resume:
-                seen.client.resume(node)
-    except SlurmError as exc:
-        return Cond("NodeSetsScaled", False, "SlurmError", f"a drain or resume failed, retried next pass: {exc}")
-    waiting = [f"{name}: {plan.waiting}" for name, plan in plans.items() if plan.waiting]
-    if waiting:
-        return Cond("NodeSetsScaled", False, "Draining" if seen.nodes is not None else "Paused", "; ".join(waiting))
-    return Cond("NodeSetsScaled", True, "AtSize", "every node set has its spec's replicas")
+def worker_pods(kube: Kube, cluster: SlurmCluster, seen: Observation) -> list[dict]:
+    """Every worker pod, in one list call; none needed while Slurm is unknown (nothing acts on them)."""
+    if seen.nodes is None:
+        return []
+    selector = ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster, WORKER).items()))
+    return kube.list("v1", "Pod", cluster.namespace, selector)
 
 
 def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], body: dict, seen: Observation,
-                 plans: dict[str, Plan]) -> tuple[list[dict], dict | None]:
+                 plans: dict[str, Plan], pods: list[dict]) -> tuple[list[dict], dict | None]:
     """(status.nodeSets, status.slurmNodes); the worker pods' conditions written on the way. Slurm
     unknown: the counts last seen stay."""
     old = {s.get("name"): s.get("slurm") for s in (body.get("status") or {}).get("nodeSets") or []}
-    pods = []
     if seen.nodes is not None:
-        selector = ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster, WORKER).items()))
-        pods = kube.list("v1", "Pod", cluster.namespace, selector)
         write_pod_conditions(kube, pods, seen.nodes)
     node_sets = []
     for node_set in cluster.spec.node_sets:
@@ -122,7 +98,7 @@ def category(name: str, nodes: dict[str, SlurmNode]) -> NodeState:
 
 def node_set_counts(node_set: NodeSetSpec, pods: list[dict], nodes: dict[str, SlurmNode]) -> dict[str, int]:
     """Each of the node set's workers once: its pods, and Slurm nodes of its NodeSet feature."""
-    names = {p["metadata"]["name"] for p in pods if _node_set(p) == node_set.name}
+    names = {p["metadata"]["name"] for p in pods if node_set_of(p) == node_set.name}
     names |= {n.name for n in nodes.values() if node_set.name in n.features}
     counts = dict.fromkeys(NODE_STATES, 0)
     for name in names:
@@ -130,7 +106,7 @@ def node_set_counts(node_set: NodeSetSpec, pods: list[dict], nodes: dict[str, Sl
     return counts  # the states are the status' keys already
 
 
-def _node_set(pod: dict) -> str | None:
+def node_set_of(pod: dict) -> str | None:
     return ((pod.get("metadata") or {}).get("labels") or {}).get(NODE_SET_LABEL)
 
 

@@ -10,6 +10,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.keys import SshHostKey, generate_jwt_key
 from soperator.render.common import Obj
 from soperator.render.configs import slurm_configs_config_map, sshd_config_map
+from soperator.render.disruption import disruption_budgets
 from soperator.render.controller import controller_service, controller_stateful_set, rest_service
 from soperator.render.login import login_headless_service, login_ssh_service, login_stateful_set
 from soperator.render.network_policy import node_egress_policy
@@ -50,6 +51,7 @@ def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int] | None = None) -
         controller_service(cluster), rest_service(cluster), controller_stateful_set(cluster),
         worker_service(cluster), *worker_stateful_sets(cluster, replicas or {}),
         login_headless_service(cluster), login_ssh_service(cluster), login_stateful_set(cluster),
+        *disruption_budgets(cluster),
     ]
 
 

@@ -146,7 +146,8 @@ def stateful_set(cluster: SlurmCluster, component: str, replicas: int, pod_spec:
         # Slurm nodes are independent; do not start them one by one.
         "podManagementPolicy": "Parallel",
         "selector": {"matchLabels": {**selector_labels(cluster, component), **own}},
-        "updateStrategy": {"type": "RollingUpdate"},
+        # Workers are replaced by the operator, drained first (soperator/reconcile/rollout.py).
+        "updateStrategy": {"type": "OnDelete" if node_set else "RollingUpdate"},
         "template": {
             # No empty map: the apiserver drops it, and the no-op check would then see a difference.
             "metadata": {"labels": {**labels(cluster, component), **own},

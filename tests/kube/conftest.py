@@ -3,6 +3,7 @@ is selected, the node (containerd, kubelet, kube-proxy, CoreDNS) when a test ask
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ from tests.cluster.controlplane import ControlPlane, ControlPlaneError
 from tests.cluster.local import LocalCluster
 from tests.cluster.node import NodeError, host_leftovers, host_snapshot
 from tests.cluster.tools import ToolsError, ensure_tools
+from tests.support.wait import until
 from tests.support_paths import ROOT
 
 LOG_KEEP = ROOT / ".cache" / "kube-logs"
@@ -100,9 +102,16 @@ def kubectl(control_plane, tools) -> Kubectl:
 @pytest.fixture(scope="session")
 def crd_installed(kubectl):
     kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s",
-            "crd/slurmclusters.slurm.soperator.dev")
+    # Not `kubectl wait --for=condition=Established`: it fails at once, instead of waiting, while the
+    # new CRD has no conditions yet ("<nil> is of the type <nil>"; seen once).
+    until(lambda: _established(kubectl), 60, "the CRD to be Established")
     return True
+
+
+def _established(kubectl) -> bool:
+    crd = json.loads(kubectl("get", "crd", "slurmclusters.slurm.soperator.dev", "-o", "json").stdout)
+    return any(c["type"] == "Established" and c["status"] == "True"
+               for c in (crd.get("status") or {}).get("conditions") or [])
 
 
 def adopt_crd(kubectl, release: str, namespace: str) -> None:

@@ -36,11 +36,16 @@ def _condition(pod: dict) -> dict:
     return next(c for c in pod["status"].get("conditions", []) if c["type"] == "SlurmNode")
 
 
-def apply_cluster(kubectl, namespace: str, cpu_replicas: int = 2) -> None:
+def apply_cluster(kubectl, namespace: str, cpu_replicas: int = 2, **cpu) -> None:
     node_sets = [{**n, "scheduling": NOWHERE} for n in SPEC["nodeSets"]]
-    node_sets[0]["replicas"] = cpu_replicas
+    node_sets[0].update(replicas=cpu_replicas, **{_camel(k): v for k, v in cpu.items()})
     kubectl("apply", "-f", "-", input=yaml.safe_dump({"apiVersion": API, "kind": "SlurmCluster", "metadata": {
         "name": NAME, "namespace": namespace}, "spec": {**SPEC, "nodeSets": node_sets}}))
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
 
 
 def start_cluster(kube: Kube, kubectl, namespace: str, connect) -> None:

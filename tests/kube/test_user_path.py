@@ -110,7 +110,7 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         _set_node_sets(kubectl, namespace, partitions, big=1)
         until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-big", check=False).returncode == 0,
               120, "the operator to create the node set's StatefulSet")
-        kubectl("-n", namespace, "rollout", "status", f"statefulset/{NAME}-big", "--timeout=300s")
+        until(lambda: _ready_replicas(kubectl, namespace, f"{NAME}-big") == 1, 300, "big's pod ready")
         until(lambda: "3 idle" in login.run("sinfo -h -p main -o '%D %t'"), 120, "three idle Slurm nodes")
         login.run("sbatch --wait -p big -o /root/userpath/big.out --wrap hostname")
         assert login.run("cat /root/userpath/big.out").strip() == f"{NAME}-big-0"
@@ -118,7 +118,7 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         # Scaling one node set leaves the other untouched.
         _set_node_sets(kubectl, namespace, partitions, big=2)
         until(lambda: _replicas(kubectl, namespace, f"{NAME}-big") == 2, 120, "the operator to scale the node set")
-        kubectl("-n", namespace, "rollout", "status", f"statefulset/{NAME}-big", "--timeout=300s")
+        until(lambda: _ready_replicas(kubectl, namespace, f"{NAME}-big") == 2, 300, "big's two pods ready")
         until(lambda: "2 idle" in login.run("sinfo -h -p big -o '%D %t'"), 120, "two idle nodes in big")
         login.run("sbatch --wait -p big -N2 -o /root/userpath/scaled.out --wrap 'srun hostname'")
         assert sorted(login.run("cat /root/userpath/scaled.out").split()) == [f"{NAME}-big-0", f"{NAME}-big-1"]
@@ -151,6 +151,8 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         until(lambda: login.run(f"{workers} >/dev/null && cat /root/userpath/conf.out").split() == ["1"] * 4,
               240, "every worker's new slurm.conf", interval=5)
         assert _pod_uids(kubectl, namespace) == pods
+
+        _scale_in_and_update_keep_jobs(kubectl, namespace, login)
     finally:
         login.close()
 
@@ -171,15 +173,50 @@ SINFO_REASONS = {"idle": "Idle", "alloc": "Allocated", "mix": "Mixed", "drng": "
                  "down": "Down"}
 
 
-def _set_node_sets(kubectl, namespace: str, partitions: list[dict], big: int) -> None:
-    node_sets = [{"name": "worker", "replicas": 2}, {"name": "big", "replicas": big, "features": ["bigmem"]}]
-    kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge",
-            "-p", json.dumps({"spec": {"nodeSets": node_sets, "partitions": partitions}}))
+def _set_node_sets(kubectl, namespace: str, partitions: list[dict] | None, big: int, **more) -> None:
+    node_sets = [{"name": "worker", "replicas": 2}, {"name": "big", "replicas": big, "features": ["bigmem"], **more}]
+    spec = {"nodeSets": node_sets, **({"partitions": partitions} if partitions else {})}
+    kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps({"spec": spec}))
+
+
+def _scale_in_and_update_keep_jobs(kubectl, namespace: str, login: Login) -> None:
+    """On real pods: scale `big` 2 -> 1 and change its pod template while jobs run on the nodes
+    involved; both jobs end COMPLETED 0:0, each pod goes only after its job."""
+    def state(job: str) -> str:
+        return login.run(f"scontrol -o show job {job}").split("JobState=")[1].split()[0]
+
+    leaving = f"{NAME}-big-1"
+    job = login.run(f"sbatch --parsable -w {leaving} -o /root/userpath/in.out --wrap 'sleep 40; echo done'").strip()
+    until(lambda: state(job) == "RUNNING", 60, "the job on the leaving node to run")
+    _set_node_sets(kubectl, namespace, None, big=1)
+    until(lambda: "drng" in login.run(f"sinfo -h -n {leaving} -o %t"), 60, "the operator to drain the node")
+    assert _replicas(kubectl, namespace, f"{NAME}-big") == 2 and state(job) == "RUNNING"
+    until(lambda: _replicas(kubectl, namespace, f"{NAME}-big") == 1, 180, "the scale-in once the job ended")
+    assert login.run(f"scontrol -o show job {job}").count("ExitCode=0:0") == 1 and state(job) == "COMPLETED"
+    assert login.run("cat /root/userpath/in.out").strip() == "done"
+    until(lambda: leaving not in login.run("sinfo -h -N -o %N"), 120, "the leaving node's record to go")
+
+    staying = f"{NAME}-big-0"
+    uid = _pod_uids(kubectl, namespace)[staying]
+    job = login.run(f"sbatch --parsable -w {staying} -o /root/userpath/up.out --wrap 'sleep 40; echo done'").strip()
+    until(lambda: state(job) == "RUNNING", 60, "the job on the updated node set to run")
+    _set_node_sets(kubectl, namespace, None, big=1, sharedMemorySize="128Mi")  # a new pod template
+    until(lambda: "drng" in login.run(f"sinfo -h -n {staying} -o %t"), 60, "the operator to drain for the update")
+    assert _pod_uids(kubectl, namespace).get(staying) == uid and state(job) == "RUNNING"
+    until(lambda: _pod_uids(kubectl, namespace).get(staying) not in (None, uid), 240, "the pod replaced after the job")
+    assert login.run(f"scontrol -o show job {job}").count("ExitCode=0:0") == 1 and state(job) == "COMPLETED"
+    until(lambda: login.run(f"sinfo -h -n {staying} -o %t").strip() == "idle", 180, "the new pod's node in service")
 
 
 def _replicas(kubectl, namespace: str, name: str) -> int:
     sts = json.loads(kubectl("-n", namespace, "get", "statefulset", name, "-o", "json").stdout)
     return sts["spec"]["replicas"]
+
+
+def _ready_replicas(kubectl, namespace: str, name: str) -> int:
+    """Not `kubectl rollout status`: worker StatefulSets are OnDelete, which it does not follow."""
+    sts = json.loads(kubectl("-n", namespace, "get", "statefulset", name, "-o", "json").stdout)
+    return (sts.get("status") or {}).get("readyReplicas") or 0
 
 
 def _tally(sinfo: dict[str, str], node_set: str) -> dict[str, int]:

@@ -29,8 +29,9 @@ def test_every_object_is_labelled_namespaced_and_owned(keys):
     cluster = make_cluster(uid=UID)
     objects = render_all(cluster, keys)
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == ["ConfigMap", "ConfigMap", "Job", "NetworkPolicy", "Secret", "Secret", "Secret", "Service",
-                     "Service", "Service", "Service", "Service", "StatefulSet", "StatefulSet", "StatefulSet"]
+    assert kinds == ["ConfigMap", "ConfigMap", "Job", "NetworkPolicy", "PodDisruptionBudget", "PodDisruptionBudget",
+                     "Secret", "Secret", "Secret", "Service", "Service", "Service", "Service", "Service",
+                     "StatefulSet", "StatefulSet", "StatefulSet"]
     for obj in objects:
         meta = obj["metadata"]
         assert meta["namespace"] == "hpc"
@@ -270,3 +271,12 @@ def test_slurmrestd_runs_beside_slurmctld_unprivileged_and_inside_the_cluster_on
     assert secret["immutable"] is True and base64.b64decode(secret["data"]["jwt_hs256.key"]) == keys.jwt_key
     others = [o for k, o in objects.items() if k != ("Secret", "demo-jwt-key")]
     assert secret["data"]["jwt_hs256.key"] not in json.dumps(others)
+
+
+def test_evictions_never_take_the_controller_and_one_login_node_at_a_time():
+    objects = _by_kind_name(render_all(make_cluster(), None))
+    controller = objects[("PodDisruptionBudget", "demo-controller")]["spec"]
+    login = objects[("PodDisruptionBudget", "demo-login")]["spec"]
+    assert controller["maxUnavailable"] == 0 and login["maxUnavailable"] == 1
+    assert controller["selector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
+    assert login["selector"]["matchLabels"]["app.kubernetes.io/component"] == "login"
