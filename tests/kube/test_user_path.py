@@ -68,7 +68,7 @@ class Login:
 
 
 def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster, tools, kubectl, crd_installed,
-                                                    namespace, tmp_path, service_account_token):
+                                                    namespace, tmp_path, service_account_token, api):
     adopt_crd(kubectl, "soperator", namespace)
     key_file = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
@@ -153,6 +153,7 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         assert _pod_uids(kubectl, namespace) == pods
 
         _scale_in_and_update_keep_jobs(kubectl, namespace, login)
+        _controller_is_not_evictable(api, namespace)
     finally:
         login.close()
 
@@ -179,11 +180,27 @@ def _set_node_sets(kubectl, namespace: str, partitions: list[dict] | None, big: 
     kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps({"spec": spec}))
 
 
+def _job_state(login: Login, job: str) -> str:
+    return login.run(f"scontrol -o show job {job}").split("JobState=")[1].split()[0]
+
+
+def _controller_is_not_evictable(api, namespace: str) -> None:
+    """An eviction (what a Kubernetes node drain sends) cannot take slurmctld: its PodDisruptionBudget."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    controller = f"{NAME}-controller-0"
+    with pytest.raises(ApiException) as refused:
+        client.CoreV1Api(api).create_namespaced_pod_eviction(controller, namespace, client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=controller, namespace=namespace)))
+    assert refused.value.status == 429 and "disruption budget" in refused.value.body
+
+
 def _scale_in_and_update_keep_jobs(kubectl, namespace: str, login: Login) -> None:
     """On real pods: scale `big` 2 -> 1 and change its pod template while jobs run on the nodes
     involved; both jobs end COMPLETED 0:0, each pod goes only after its job."""
     def state(job: str) -> str:
-        return login.run(f"scontrol -o show job {job}").split("JobState=")[1].split()[0]
+        return _job_state(login, job)
 
     leaving = f"{NAME}-big-1"
     job = login.run(f"sbatch --parsable -w {leaving} -o /root/userpath/in.out --wrap 'sleep 40; echo done'").strip()
