@@ -56,12 +56,17 @@ class Kube:
         self._res(api_version, kind).status.patch(
             name=name, namespace=namespace, body={"status": status}, content_type="application/merge-patch+json")
 
-    def patch_pod_condition(self, namespace: str, name: str, condition: dict) -> None:
-        """Set one condition of a pod's status; the kubelet keeps conditions of types it does not own."""
+    def patch_pod_condition(self, namespace: str, name: str, condition: dict) -> bool:
+        """Set one condition of a pod's status; the kubelet keeps conditions of types it does not own.
+        False if the pod is gone (deleted since it was listed): it has no condition left to set."""
         self.writes += 1
-        self._res("v1", "Pod").status.patch(
-            name=name, namespace=namespace, body={"status": {"conditions": [condition]}},
-            content_type="application/strategic-merge-patch+json")
+        try:
+            self._res("v1", "Pod").status.patch(
+                name=name, namespace=namespace, body={"status": {"conditions": [condition]}},
+                content_type="application/strategic-merge-patch+json")
+        except NotFoundError:
+            return False
+        return True
 
     def review_token(self, token: str) -> tuple[str, list[str]] | None:
         """The user and groups a bearer token belongs to (TokenReview), or None if it is not valid."""

@@ -97,7 +97,11 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     for obj in slurm_nodes(cluster, {name: plan.replicas for name, plan in plans.items()}):
         ensure(kube, obj)
     pods = worker_pods(kube, cluster, seen)
-    updated = act_on_rollouts(kube, cluster, seen, rollout_plans(kube, cluster, seen, plans, pods))
+    rollouts = rollout_plans(kube, cluster, seen, plans, pods)
+    updated = act_on_rollouts(kube, cluster, seen, rollouts)
+    # A pod the rollout deleted gets no condition: its name may already belong to the new pod.
+    replaced = {p for r in rollouts.values() for p in r.delete_pods}
+    pods = [p for p in pods if p["metadata"]["name"] not in replaced]
     counts = _counts(kube, cluster)
     all_ready = True
     for component, label in ((CONTROLLER, "Controller"), (WORKER, "Workers"), (LOGIN, "Login")):

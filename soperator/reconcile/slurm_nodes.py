@@ -136,10 +136,10 @@ def pod_condition_changes(pods: list[dict], nodes: dict[str, SlurmNode], now: st
 
 
 def write_pod_conditions(kube: Kube, pods: list[dict], nodes: dict[str, SlurmNode]) -> int:
+    """Returns how many were written; a pod deleted since the list is skipped (the next pass lists anew)."""
     changes = pod_condition_changes(pods, nodes, _now())
-    for pod, condition in changes:
-        kube.patch_pod_condition(pod["metadata"]["namespace"], pod["metadata"]["name"], condition)
-    return len(changes)
+    return sum(kube.patch_pod_condition(pod["metadata"]["namespace"], pod["metadata"]["name"], condition)
+               for pod, condition in changes)
 
 
 def _now() -> str:
