@@ -34,6 +34,13 @@ def first_duplicate(values: list) -> Any:
     return dupes[0] if dupes else None
 
 
+def refuse_duplicates(values: list, message: str = "{!r} is listed twice") -> None:
+    """ValueError naming the least repeated value (formatted into `message`), if any repeats."""
+    twice = first_duplicate(values)
+    if twice:
+        raise ValueError(message.format(twice))
+
+
 class ApiModel(BaseModel):
     """camelCase on the wire, snake_case in Python; unknown fields are errors, not silently dropped.
     Strict: a boolean or a quoted number is not an integer, as for the apiserver's schema."""

@@ -8,7 +8,7 @@ from typing import Literal, Optional
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from typing_extensions import Annotated
 
-from soperator.api.common import ApiModel, cel, first_duplicate
+from soperator.api.common import ApiModel, cel, refuse_duplicates
 from soperator.api.grammar import PlugStackLine, SlurmListItem, SlurmName, SlurmTime, extra_keys
 from soperator.api.paths import ProgramPath
 
@@ -54,9 +54,7 @@ class Partition(ApiModel):
     @field_validator("node_sets")
     @classmethod
     def _once_each(cls, node_sets: list[str]) -> list[str]:
-        twice = first_duplicate(node_sets)
-        if twice:
-            raise ValueError(f"{twice!r} is listed twice")
+        refuse_duplicates(node_sets)
         return node_sets
 
     @field_validator("name")

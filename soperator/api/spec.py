@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from soperator import __version__
-from soperator.api.common import ApiModel, AtField, ComponentBase, ResourceRequirements, cel, first_duplicate, unique_rule
+from soperator.api.common import ApiModel, AtField, ComponentBase, ResourceRequirements, cel, refuse_duplicates, unique_rule
 from soperator.api.fields import Cidr, DnsLabel, ImageRef, Quantity, Registry, SshPublicKey
 from soperator.api.grammar import GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath
@@ -145,9 +145,7 @@ class JailSpec(ApiModel):
 
 def distinct_sub_mounts(sub_mounts: list[JailSubMount]) -> list[JailSubMount]:
     for attr in ("name", "mount_path"):
-        twice = first_duplicate([getattr(m, attr) for m in sub_mounts])
-        if twice:
-            raise ValueError(f"duplicate {attr} {twice!r}")
+        refuse_duplicates([getattr(m, attr) for m in sub_mounts], f"duplicate {attr} {{!r}}")
     for outer in sub_mounts:
         for inner in sub_mounts:
             if inner.mount_path.startswith(outer.mount_path + "/"):
@@ -229,9 +227,7 @@ class NodeSetSpec(ComponentBase):
         if "gpu" in names:
             zero = " (it is 0)" if info.data.get("gpus") == 0 else ""
             raise ValueError(f"GPUs are set by gpus{zero}, not as a gres entry")
-        twice = first_duplicate(names)
-        if twice:
-            raise ValueError(f"{twice!r} is listed twice")
+        refuse_duplicates(names)
         return gres
 
     @field_validator("sub_mounts")
@@ -310,9 +306,7 @@ class SlurmClusterSpec(ApiModel):
     @classmethod
     def _node_sets_apart(cls, node_sets: list[NodeSetSpec]) -> list[NodeSetSpec]:
         names = [n.name for n in node_sets]
-        twice = first_duplicate(names)
-        if twice:
-            raise ValueError(f"duplicate name {twice!r}")
+        refuse_duplicates(names, "duplicate name {!r}")
         for i, node_set in enumerate(node_sets):
             for j, feature in enumerate(node_set.features):
                 if feature != node_set.name and feature in names:
@@ -337,9 +331,7 @@ class SlurmClusterSpec(ApiModel):
     @field_validator("partitions")
     @classmethod
     def _partitions_consistent(cls, partitions: list[Partition]) -> list[Partition]:
-        twice = first_duplicate([p.name for p in partitions])
-        if twice:
-            raise ValueError(f"duplicate name {twice!r}")
+        refuse_duplicates([p.name for p in partitions], "duplicate name {!r}")
         if sum(p.default for p in partitions) > 1:
             raise ValueError("only one partition may be the default")
         return partitions

@@ -53,12 +53,18 @@ def _ready(sts: dict | None) -> dict[str, int]:
             "ready": (sts.get("status") or {}).get("readyReplicas") or 0}
 
 
-def _counts(kube: Kube, cluster: SlurmCluster) -> dict[str, dict]:
-    out = {c: _ready(kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, c)))
-           for c in (CONTROLLER, LOGIN)}
-    out.update({n.name: _ready(kube.get("apps/v1", "StatefulSet", cluster.namespace,
-                                        node_set_stateful_set_name(cluster, n)))
-                for n in cluster.spec.node_sets})
+def _live_sets(kube: Kube, cluster: SlurmCluster) -> dict[str, dict | None]:
+    """The cluster's StatefulSets as the apiserver holds them after this pass's apply, by component
+    (controller, login) or node set name: read once, for the rollouts and the counts."""
+    live = {c: kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, c))
+            for c in (CONTROLLER, LOGIN)}
+    live.update({n.name: kube.get("apps/v1", "StatefulSet", cluster.namespace, node_set_stateful_set_name(cluster, n))
+                 for n in cluster.spec.node_sets})
+    return live
+
+
+def _counts(cluster: SlurmCluster, live: dict[str, dict | None]) -> dict[str, dict]:
+    out = {name: _ready(sts) for name, sts in live.items()}
     out[WORKER] = {k: sum(out[n.name][k] for n in cluster.spec.node_sets) for k in ("desired", "ready")}
     return out
 
@@ -96,13 +102,14 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     maintenance = act_on_maintenance(cluster, seen)
     for obj in slurm_nodes(cluster, {name: plan.replicas for name, plan in plans.items()}):
         ensure(kube, obj)
+    live = _live_sets(kube, cluster)
     pods = worker_pods(kube, cluster, seen)
-    rollouts = rollout_plans(kube, cluster, seen, plans, pods)
+    rollouts = rollout_plans(cluster, seen, plans, pods, live)
     updated = act_on_rollouts(kube, cluster, seen, rollouts)
     # A pod the rollout deleted gets no condition: its name may already belong to the new pod.
     replaced = {p for r in rollouts.values() for p in r.delete_pods}
     pods = [p for p in pods if p["metadata"]["name"] not in replaced]
-    counts = _counts(kube, cluster)
+    counts = _counts(cluster, live)
     all_ready = True
     for component, label in ((CONTROLLER, "Controller"), (WORKER, "Workers"), (LOGIN, "Login")):
         c = counts[component]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from soperator.api.cluster import SlurmCluster
+from soperator.api.spec import NodeSetSpec
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.maintenance import OWN_MAINTENANCE_DRAIN, plan_maintenance
@@ -45,13 +46,13 @@ def scale_plans(kube: Kube, cluster: SlurmCluster, seen: Observation) -> dict[st
 def act_on_maintenance(cluster: SlurmCluster, seen: Observation) -> Cond:
     """Drain and hold the node sets in maintenance, undo the operator's own maintenance drains of the
     others; Maintenance."""
-    holds = {n.name: plan_maintenance(node_set_stateful_set_name(cluster, n), n.maintenance or cluster.spec.maintenance,
-                                      seen.nodes) for n in cluster.spec.node_sets}
+    holds = {n.name: plan_maintenance(node_set_stateful_set_name(cluster, n), in_maintenance(cluster, n), seen.nodes)
+             for n in cluster.spec.node_sets}
     try:
         _drain_and_resume(seen, OWN_MAINTENANCE_DRAIN, holds)
     except SlurmError as exc:
         return _failed("Maintenance", exc)
-    on = [n.name for n in cluster.spec.node_sets if n.maintenance or cluster.spec.maintenance]
+    on = [n.name for n in cluster.spec.node_sets if in_maintenance(cluster, n)]
     if not on:
         return Cond("Maintenance", False, "Off", "no node set in maintenance")
     if seen.nodes is None:
@@ -73,17 +74,20 @@ def act_on_plans(cluster: SlurmCluster, seen: Observation, plans: dict[str, Plan
     return Cond("NodeSetsScaled", True, "AtSize", "every node set has its spec's replicas")
 
 
-def rollout_plans(kube: Kube, cluster: SlurmCluster, seen: Observation, plans: dict[str, Plan],
-                  pods: list[dict]) -> dict[str, Rollout]:
+def in_maintenance(cluster: SlurmCluster, node_set: NodeSetSpec) -> bool:
+    return node_set.maintenance or cluster.spec.maintenance
+
+
+def rollout_plans(cluster: SlurmCluster, seen: Observation, plans: dict[str, Plan], pods: list[dict],
+                  live: dict[str, dict | None]) -> dict[str, Rollout]:
+    """`live`: the node sets' StatefulSets by node set name, as the apiserver holds them."""
     out = {}
     for node_set in cluster.spec.node_sets:
-        sts = kube.get("apps/v1", "StatefulSet", cluster.namespace, node_set_stateful_set_name(cluster, node_set))
-        revision = ((sts or {}).get("status") or {}).get("updateRevision")
+        revision = ((live.get(node_set.name) or {}).get("status") or {}).get("updateRevision")
         own = [p for p in pods if node_set_of(p) == node_set.name]
         plan = plan_rollout(revision, own, plans[node_set.name].replicas, node_set.max_unavailable, seen.nodes)
         # Maintenance holds the node set: no drain of the rollout's own until it is over.
-        held = node_set.maintenance or cluster.spec.maintenance
-        out[node_set.name] = replace(plan, drain=[]) if held else plan
+        out[node_set.name] = replace(plan, drain=[]) if in_maintenance(cluster, node_set) else plan
     return out
 
 
