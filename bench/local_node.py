@@ -105,15 +105,19 @@ def main() -> int:
     if args.what == "build":
         print(json.dumps(bench_build(), indent=1))
         return 0
+    print(json.dumps(on_a_local_node(bench_node if args.what == "node" else bench_first_job), indent=1))
+    return 0
+
+
+def on_a_local_node(measure) -> dict:
+    """`measure(cluster)` on a fresh local node, taken down (processes by PID, mounts) afterwards."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-local-node-"))
     cluster = LocalCluster(workdir)
     try:
-        result = bench_node(cluster) if args.what == "node" else bench_first_job(cluster)
+        return measure(cluster)
     finally:
         cluster.down()
         shutil.rmtree(workdir, ignore_errors=True)
-    print(json.dumps(result, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

@@ -51,6 +51,12 @@ class Kube:
         self._res(api_version, kind).delete(name=name, namespace=namespace,
                                             body={"propagationPolicy": "Background"})
 
+    def patch(self, api_version: str, kind: str, namespace: str, name: str, patch: dict) -> None:
+        """A merge patch of fields no rendered object holds (the replicas of a removed node set)."""
+        self.writes += 1
+        self._res(api_version, kind).patch(name=name, namespace=namespace, body=patch,
+                                           content_type="application/merge-patch+json")
+
     def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: dict) -> None:
         self.writes += 1
         self._res(api_version, kind).status.patch(

@@ -170,6 +170,15 @@ class LocalVolume(ApiModel):
     storage_class_name: Optional[DnsLabel] = None
 
 
+class DrainTimeout(ApiModel):
+    """How long a scale-in or an update waits for the jobs on a node it drained, and what then."""
+
+    after_seconds: int = Field(ge=1, le=31_536_000, description="counted from the operator's drain of the node")
+    action: Literal["Cancel", "Warn"] = Field(
+        description="Cancel: cancel the jobs still running there (as scancel does) so the node can go; "
+        "Warn: keep waiting, with condition reason DrainTimedOut and a Warning event")
+
+
 class NodeSetSpec(ComponentBase):
     """A group of workers with the same hardware: its own StatefulSet, and a Slurm NodeSet and
     feature both named after it, which partitions span."""
@@ -205,6 +214,8 @@ class NodeSetSpec(ComponentBase):
     max_unavailable: int = Field(
         default=1, ge=1, le=65536, description="how many of its workers an update takes out of service at a "
         "time: each is drained, waited for until it runs nothing, then its pod replaced")
+    drain_timeout: Optional[DrainTimeout] = Field(
+        default=None, description="absent: a scale-in or an update waits for running jobs with no deadline")
 
     @field_validator("name")
     @classmethod

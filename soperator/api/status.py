@@ -42,6 +42,7 @@ class ScaleInStatus(ApiModel):
 
     replicas: int = Field(description="the spec's count, reached when the nodes below have drained")
     waiting_for: list[str] = Field(default_factory=list, description="leaving nodes still running jobs")
+    jobs: Optional[int] = Field(default=None, description="how many jobs still run on them (absent: unknown)")
     message: str = ""
 
 

@@ -90,7 +90,11 @@ class Supervisor:
             if name in self.followers and proc.poll() is None:
                 time.sleep(0.5)
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.send_signal(signal.SIGTERM)
+                except PermissionError as exc:  # no CAP_KILL over another user's daemon: say so, go on
+                    log(f"cannot stop {name} (pid {proc.pid}): {exc}; it dies with the container, unsaved")
+                    continue
                 try:
                     proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:

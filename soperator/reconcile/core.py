@@ -1,8 +1,9 @@
 """One level-based reconcile of a SlurmCluster: called on every event and periodically, idempotent.
 
 Order and gates: validate → key Secrets (create if absent, never regenerate) → ConfigMaps →
-populate-jail Job (the rest waits until it succeeded) → controller → node sets → login → Slurm's
-view of the workers (once the controller is ready) → status and worker pod conditions.
+populate-jail Job (the rest waits until it succeeded) → Slurm's view of the workers (once the
+controller is ready) → drains for scale-ins and removed node sets → controller, node sets, login →
+rollouts → status and worker pod conditions.
 An object already as desired is not written; a no-op reconcile makes no write call at all.
 """
 from __future__ import annotations
@@ -17,8 +18,8 @@ from soperator.reconcile.conditions import Cond
 from soperator.reconcile.diff import contains
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
-from soperator.reconcile.node_actions import (act_on_maintenance, act_on_plans, act_on_rollouts, rollout_plans,
-                                              scale_plans)
+from soperator.reconcile.node_actions import (act_on_maintenance, act_on_plans, act_on_rollouts, remove_node_sets,
+                                              removed_node_sets, rollout_plans, scale_plans)
 from soperator.reconcile.slurm_nodes import Connect, connect_in_cluster, observe, slurm_status, worker_pods
 from soperator.render import config_maps, slurm_nodes
 from soperator.render.login import login_ssh_service_name
@@ -97,11 +98,13 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         return Result("Error" if populated.ok is False else "Populating", conds)
     controller = kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, CONTROLLER))
     seen = observe(kube, cluster, _ready(controller)["ready"] > 0, connect)
-    plans = scale_plans(kube, cluster, seen)
-    scaled = act_on_plans(cluster, seen, plans)
+    removed = removed_node_sets(kube, cluster)
+    plans = scale_plans(kube, cluster, seen, removed)
+    scaled, waited = act_on_plans(cluster, seen, plans)
     maintenance = act_on_maintenance(cluster, seen)
     for obj in slurm_nodes(cluster, {name: plan.replicas for name, plan in plans.items()}):
         ensure(kube, obj)
+    remove_node_sets(kube, cluster, removed, plans)
     live = _live_sets(kube, cluster)
     pods = worker_pods(kube, cluster, seen)
     rollouts = rollout_plans(cluster, seen, plans, pods, live)
@@ -117,7 +120,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         all_ready &= ready
         conds.append(Cond(f"{label}Ready", ready, "AllReady" if ready else "NotReady",
                           f"{c['ready']}/{c['desired']} ready"))
-    node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plans, pods)
+    node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plans, pods, waited)
     conds += [seen.condition, scaled, updated, maintenance]
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")

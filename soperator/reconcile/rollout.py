@@ -27,6 +27,7 @@ class Rollout:
     resume: list[str] = field(default_factory=list)
     outdated: list[str] = field(default_factory=list)
     waiting: str | None = None
+    busy: list[str] = field(default_factory=list)  # drained for the update, still running jobs
 
 
 def plan_rollout(update_revision: str | None, pods: list[dict], replicas: int, max_unavailable: int,
@@ -58,7 +59,7 @@ def plan_rollout(update_revision: str | None, pods: list[dict], replicas: int, m
         parts.append(f"draining: {', '.join(busy)}")
     if held:
         parts.append(f"drained by someone else, kept as they are: {', '.join(held)}")
-    return Rollout(drain, delete, resume, outdated, "; ".join(parts))
+    return Rollout(drain, delete, resume, outdated, "; ".join(parts), busy)
 
 
 def _ordinal(pod: dict) -> int:

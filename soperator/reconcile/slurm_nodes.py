@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 import datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from soperator.api.cluster import SlurmCluster
@@ -15,11 +15,13 @@ from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.scale_in import Plan
 from soperator.render.common import selector_labels
+from soperator.render.configs import placeholder_node_name
 from soperator.render.controller import rest_url
 from soperator.render.nodes import NODE_SET_LABEL, WORKER
 from soperator.render.paths import JWT_KEY_FILE
 from soperator.render.secrets import jwt_key_secret_name
-from soperator.slurm import SlurmError, SlurmNode, SlurmRestClient, mint_token
+from soperator.reconcile.drain_timeout import jobs_on
+from soperator.slurm import SlurmError, SlurmJob, SlurmNode, SlurmRestClient, mint_token
 from soperator.slurm.nodes import NODE_STATES, NodeState
 
 POD_CONDITION = "SlurmNode"
@@ -36,6 +38,16 @@ class Observation:
     nodes: dict[str, SlurmNode] | None  # None: unknown
     condition: Cond
     client: SlurmRestClient | None = None
+    _jobs: list[list[SlurmJob]] = field(default_factory=list, compare=False, repr=False)
+
+    def jobs_on(self, names: list[str]) -> list[int]:
+        """The jobs holding any of these nodes. One GET /jobs a pass at most, and none unless some
+        operation waits for jobs (the list grows with the queue). Raises SlurmError."""
+        if not names or self.client is None:
+            return []
+        if not self._jobs:
+            self._jobs.append(self.client.list_jobs())
+        return jobs_on(self._jobs[0], names)
 
 
 def connect_in_cluster(kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:
@@ -59,8 +71,10 @@ def observe(kube: Kube, cluster: SlurmCluster, controller_ready: bool, connect: 
     except SlurmError as exc:
         return Observation(None, Cond("SlurmReachable", False, type(exc).__name__.removeprefix("Slurm") or "Error",
                                       str(exc)))
-    return Observation({n.name: n for n in nodes}, Cond("SlurmReachable", True, "Listed", f"{len(nodes)} Slurm nodes"),
-                       client)
+    # The node sets' FUTURE placeholders (slurm.conf) are no workers: never counted, never acted on.
+    placeholders = {placeholder_node_name(cluster, n) for n in cluster.spec.node_sets}
+    workers = {n.name: n for n in nodes if n.name not in placeholders}
+    return Observation(workers, Cond("SlurmReachable", True, "Listed", f"{len(workers)} Slurm nodes"), client)
 
 
 def worker_pods(kube: Kube, cluster: SlurmCluster, seen: Observation) -> list[dict]:
@@ -72,9 +86,9 @@ def worker_pods(kube: Kube, cluster: SlurmCluster, seen: Observation) -> list[di
 
 
 def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], body: dict, seen: Observation,
-                 plans: dict[str, Plan], pods: list[dict]) -> tuple[list[dict], dict | None]:
+                 plans: dict[str, Plan], pods: list[dict], waited: dict | None = None) -> tuple[list[dict], dict | None]:
     """(status.nodeSets, status.slurmNodes); the worker pods' conditions written on the way. Slurm
-    unknown: the counts last seen stay."""
+    unknown: the counts last seen stay. `waited`: per node set, the jobs its scale-in waits for."""
     old = {s.get("name"): s.get("slurm") for s in (body.get("status") or {}).get("nodeSets") or []}
     if seen.nodes is not None:
         write_pod_conditions(kube, pods, seen.nodes)
@@ -85,6 +99,8 @@ def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], bod
         plan = plans[node_set.name]
         if plan.waiting:
             entry["scaleIn"] = {"replicas": node_set.replicas, "waitingFor": plan.busy, "message": plan.waiting}
+            if node_set.name in (waited or {}):
+                entry["scaleIn"]["jobs"] = len(waited[node_set.name].jobs)
         node_sets.append({**entry, **({"slurm": slurm} if slurm else {})})
     known = [n["slurm"] for n in node_sets if "slurm" in n]
     totals = {k: sum(n[k] for n in known) for k in known[0]} if seen.nodes is not None and known else None

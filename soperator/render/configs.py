@@ -49,6 +49,13 @@ def worker_node_conf(node_set: NodeSetSpec) -> str:
     return " ".join(parts + ([f"Gres={','.join(gres)}"] if gres else []))
 
 
+def placeholder_node_name(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
+    """A FUTURE record with the node set's feature and hardware, so that a job for the node set pends
+    (ReqNodeNotAvail) rather than being refused while it has no worker (replicas 0). It never
+    registers; not a pod name (those end in an ordinal)."""
+    return f"{cluster.name}-{node_set.name}-future"
+
+
 def _context(cluster: SlurmCluster) -> dict:
     node_sets = cluster.spec.node_sets
     gres_types = sorted({g.split(":", 1)[0] for n in node_sets for g in node_gres(n)})
@@ -59,6 +66,7 @@ def _context(cluster: SlurmCluster) -> dict:
         "partitions": cluster.spec.partitions, "health": cluster.spec.health_check,
         "plug_stack": cluster.spec.plug_stack, "cgroup": cluster.spec.cgroup_config, "login": cluster.spec.login,
         "controller_host": controller_host(cluster), "gres_types": gres_types,
+        "placeholders": {n.name: (placeholder_node_name(cluster, n), worker_node_conf(n)) for n in node_sets},
     }
 
 

@@ -93,8 +93,11 @@ LOGIN_CAPABILITIES = NODE_CAPABILITIES + ("NET_BIND_SERVICE",)
 
 
 # The controller and the populate Job's Slurm steps start munged as its user with a key they put in
-# its 0700 directory; slurmctld drops to SlurmUser. No mount, so the default AppArmor profile stays.
-CONTROLLER_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "SETGID", "SETUID")
+# its 0700 directory; slurmctld drops to SlurmUser. The supervisor (root) must be able to SIGTERM
+# them (KILL): without it slurmctld was never told to save its state when its pod stopped, died with
+# the container, and the new slurmctld started its running job again (measured on the real node).
+# No mount, so the default AppArmor profile stays.
+CONTROLLER_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETUID")
 
 
 def root_security_context(capabilities: tuple[str, ...]) -> Obj:

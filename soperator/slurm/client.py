@@ -13,7 +13,7 @@ import urllib3
 from pydantic import ValidationError
 from urllib3.util import Retry, Timeout
 
-from soperator.slurm.nodes import NodesResponse, SlurmNode
+from soperator.slurm.nodes import JobsResponse, NodesResponse, SlurmJob, SlurmNode
 
 API = "/slurm/v0.0.42"
 # slurmctld's answer to a token it cannot verify (measured: wrong key, expired): SLURM_PROTOCOL_AUTHENTICATION_ERROR.
@@ -80,6 +80,18 @@ class SlurmRestClient:
             return NodesResponse.model_validate(body).nodes
         except ValidationError as exc:
             raise SlurmApiError(f"GET /nodes: unexpected answer: {exc.errors()[0]['msg']}") from None
+
+    def list_jobs(self) -> list[SlurmJob]:
+        """Every job slurmctld still holds, with the nodes each one has."""
+        body = self._call("GET", "/jobs")
+        try:
+            return JobsResponse.model_validate(body).jobs
+        except ValidationError as exc:
+            raise SlurmApiError(f"GET /jobs: unexpected answer: {exc.errors()[0]['msg']}") from None
+
+    def cancel_job(self, job_id: int) -> None:
+        """As scancel does: the whole job, every step, SIGKILL after the steps' KillWait."""
+        self._call("DELETE", f"/job/{job_id}")
 
     def drain(self, name: str, reason: str) -> None:
         """No new job lands on the node; running ones go on."""

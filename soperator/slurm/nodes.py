@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # What `sinfo` shows, in words: idle, alloc, mix, drng, drain, down, futr (never registered), and
 # Slurm's own UNKNOWN (not yet heard from since slurmctld started). Never guessed from anything else.
@@ -18,11 +18,21 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+def _timestamp(value: object) -> int | None:
+    """v0.0.42 writes times as {"set": bool, "infinite": bool, "number": seconds}; unset is None."""
+    if isinstance(value, dict):
+        return int(value["number"]) if value.get("set") and not value.get("infinite") else None
+    return value if isinstance(value, int) else None
+
+
 class SlurmNode(_Wire):
     name: str
     state: list[str] = Field(default_factory=list, description="base state first, then flags")
     reason: str = ""
+    reason_changed_at: int | None = Field(default=None, description="when the reason was set (UNIX time)")
     features: list[str] = Field(default_factory=list)
+
+    _reason_time = field_validator("reason_changed_at", mode="before")(lambda cls, v: _timestamp(v))
 
     @property
     def flags(self) -> list[str]:
@@ -38,6 +48,33 @@ class SlurmNode(_Wire):
         return _BASE[base]  # type: ignore[return-value]
 
 
+class _AllocatedNode(_Wire):
+    name: str
+
+
+class _AllocatedNodes(_Wire):
+    allocation: list[_AllocatedNode] = Field(default_factory=list)
+
+
+class _JobResources(_Wire):
+    nodes: _AllocatedNodes = Field(default_factory=_AllocatedNodes)
+
+
+class SlurmJob(_Wire):
+    job_id: int
+    job_state: list[str] = Field(default_factory=list)
+    job_resources: _JobResources | None = None
+
+    @property
+    def nodes(self) -> list[str]:
+        """The nodes it holds now (none while pending)."""
+        return [a.name for a in self.job_resources.nodes.allocation] if self.job_resources else []
+
+    def running(self) -> bool:
+        """Holds its nodes: running, or still ending there (its steps not all gone)."""
+        return bool({"RUNNING", "COMPLETING", "SUSPENDED"} & set(self.job_state))
+
+
 class RestError(_Wire):
     error_number: int = 0
     error: str = ""
@@ -47,3 +84,7 @@ class RestError(_Wire):
 class NodesResponse(_Wire):
     nodes: list[SlurmNode] = Field(default_factory=list)
     errors: list[RestError] = Field(default_factory=list)
+
+
+class JobsResponse(_Wire):
+    jobs: list[SlurmJob] = Field(default_factory=list)

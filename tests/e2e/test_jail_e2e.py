@@ -6,8 +6,9 @@ The user's path itself runs on a real Kubernetes node (tests/kube/test_user_path
 keeps what that test does not cover, and what needs direct control of the containers: a non-root
 user's session and jobs (escape checks, process limit, password refused), a second populate run and
 an unpopulated jail, the overwrite that holds the nodes around a running job, a config change under a
-running job with no container replaced, scale 2 -> 3 -> 1 with records deleted, and a worker killed
-with SIGKILL coming back under its name."""
+running job with no container replaced, scale 2 -> 3 -> 1 with records deleted, a worker killed
+with SIGKILL coming back under its name, scale to zero with a job pending until a worker is back, and
+the controller replaced under a running job."""
 from __future__ import annotations
 
 import copy
@@ -273,9 +274,10 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
 
 
 def test_workers_scale_take_a_new_config_and_come_back_with_no_restart(cluster):
-    """Dynamic, configless nodes: scaling out and in, a partition limit change under a running job, and
-    a worker killed without notice and started again under its name. slurmctld is one process
-    throughout, and no container is replaced by the config change."""
+    """Dynamic, configless nodes: scaling out and in, a partition limit change under a running job, a
+    worker killed without notice and started again under its name, scale to zero with a job pending,
+    and last the controller replaced under a running job. slurmctld is one process until then, and no container is replaced by the
+    config change."""
     assert cluster.populate("first")["action"] == "populated"
     worker = cluster.pod("StatefulSet", "e2e-worker")
     cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
@@ -334,6 +336,35 @@ def test_workers_scale_take_a_new_config_and_come_back_with_no_restart(cluster):
                   "/etc/soperator-jail-release", check=False)
     assert step.stdout.startswith("soperator jail"), (step.stderr, podman("logs", "e2e-worker-0").stderr[-3000:])
     assert ctl("cat", "/run/slurmctld.pid").strip() == slurmctld
+
+    # Scale to zero: with no worker left, a job for the node set pends (its FUTURE placeholder keeps
+    # the node set's place), and runs once a worker is back.
+    podman("stop", "-t", "30", "e2e-worker-0")
+    _wait(lambda: all_nodes() == [], 60, "no worker left in Slurm")
+    waiting = ctl("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true").strip()
+    assert waiting, ctl("sinfo")
+    _wait(lambda: "Reason=ReqNodeNotAvail" in ctl("scontrol", "-o", "show", "job", waiting), 30, "the job to pend")
+    assert "JobState=PENDING" in ctl("scontrol", "-o", "show", "job", waiting)
+    podman("rm", "e2e-worker-0")
+    cluster.start("e2e-worker-0", worker)
+    _wait(lambda: "JobState=COMPLETED" in ctl("scontrol", "-o", "show", "job", waiting), 120, "the job to run")
+
+    # The controller's pod replaced under a running job: stopped as a kubelet stops it (SIGTERM to
+    # the supervisor, with the rendered capabilities), started again on the same spool with a new
+    # address. The job is neither started again nor killed: same start time, COMPLETED 0:0.
+    job = ctl("sbatch", "--parsable", "-w", "e2e-worker-0", "-o", "/dev/null", "--wrap", "sleep 25").strip()
+    _wait(lambda: "JobState=RUNNING" in ctl("scontrol", "-o", "show", "job", job), 60, "the job to run")
+    start = re.findall(r"StartTime=(\S+)", ctl("scontrol", "-o", "show", "job", job))[0]
+    podman("stop", "-t", "60", "e2e-controller-0")
+    stopped = podman("logs", "e2e-controller-0").stderr
+    assert "cannot stop" not in stopped and "Saving all slurm state" in stopped, stopped[-3000:]
+    podman("rm", "e2e-controller-0")
+    cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
+    _wait(lambda: f"JobId={job} " in ctl("scontrol", "-o", "show", "job", job), 120, "the new slurmctld")
+    shown = ctl("scontrol", "-o", "show", "job", job)
+    assert f"StartTime={start} " in shown and "Restarts=0" in shown, shown
+    _wait(lambda: "JobState=COMPLETED" in ctl("scontrol", "-o", "show", "job", job), 90, "the job to complete")
+    assert "ExitCode=0:0" in ctl("scontrol", "-o", "show", "job", job)
 
 
 def test_worker_refuses_to_start_on_an_unpopulated_jail(cluster):

@@ -7,7 +7,8 @@ as a real Job pod. Then, as a user: paramiko to the login NodePort, `sbatch -N2`
 with its own partition (jobs land where the partition says; adding and scaling it leaves the first
 untouched), Slurm's view in the CR status and the pod conditions (read by the operator through
 slurmrestd with its JWT) equal to sinfo's, a partition change that must reach every node with no pod
-replaced, and `helm uninstall`, which must leave the jail and its data.
+replaced, scale-in, an update and a controller restart under running jobs, scale to zero with a job
+pending, a node set removed, and `helm uninstall`, which must leave the jail and its data.
 """
 from __future__ import annotations
 
@@ -154,6 +155,9 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
 
         _scale_in_and_update_keep_jobs(kubectl, namespace, login)
         _controller_is_not_evictable(api, namespace)
+        _controller_restart_keeps_the_running_job(kubectl, namespace, login)
+        _scale_to_zero_pends_jobs_until_scaled_up(kubectl, namespace, login)
+        _removed_node_set_goes_and_the_rest_stays(kubectl, namespace, login)
     finally:
         login.close()
 
@@ -198,7 +202,8 @@ def _controller_is_not_evictable(api, namespace: str) -> None:
 
 def _scale_in_and_update_keep_jobs(kubectl, namespace: str, login: Login) -> None:
     """On real pods: scale `big` 2 -> 1 and change its pod template while jobs run on the nodes
-    involved; both jobs end COMPLETED 0:0, each pod goes only after its job."""
+    involved, the operator killed midway through the update; both jobs end COMPLETED 0:0, each pod
+    goes only after its job."""
     def state(job: str) -> str:
         return _job_state(login, job)
 
@@ -220,9 +225,64 @@ def _scale_in_and_update_keep_jobs(kubectl, namespace: str, login: Login) -> Non
     _set_node_sets(kubectl, namespace, None, big=1, sharedMemorySize="128Mi")  # a new pod template
     until(lambda: "drng" in login.run(f"sinfo -h -n {staying} -o %t"), 60, "the operator to drain for the update")
     assert _pod_uids(kubectl, namespace).get(staying) == uid and state(job) == "RUNNING"
+    # The operator killed mid-update (no grace): its successor resumes from what it reads.
+    operator = _operator_pods(kubectl, namespace)
+    kubectl("-n", namespace, "delete", "pod", *operator, "--grace-period=0", "--force")
     until(lambda: _pod_uids(kubectl, namespace).get(staying) not in (None, uid), 240, "the pod replaced after the job")
+    assert not set(operator) & set(_operator_pods(kubectl, namespace))
     assert login.run(f"scontrol -o show job {job}").count("ExitCode=0:0") == 1 and state(job) == "COMPLETED"
     until(lambda: login.run(f"sinfo -h -n {staying} -o %t").strip() == "idle", 180, "the new pod's node in service")
+
+
+def _controller_restart_keeps_the_running_job(kubectl, namespace: str, login: Login) -> None:
+    """slurmctld's pod deleted (what an image change or a node loss does) under a running job: the
+    new pod starts from the state on its volume, and the job is neither restarted nor killed."""
+    controller = f"{NAME}-controller-0"
+    job = login.run(f"sbatch --parsable -w {NAME}-worker-0 -o /root/userpath/ctl.out --wrap 'sleep 45; echo done'")
+    job = job.strip()
+    until(lambda: _job_state(login, job) == "RUNNING", 60, "the job to run")
+    start = login.run(f"scontrol -o show job {job}").split("StartTime=")[1].split()[0]
+    uid = _pod_uids(kubectl, namespace)[controller]
+    kubectl("-n", namespace, "delete", "pod", controller, "--wait=false")
+    until(lambda: _pod_uids(kubectl, namespace).get(controller) not in (None, uid), 120, "the new controller pod")
+
+    def shown() -> str:
+        code, out, _ = run(login.client, f"scontrol -o show job {job}", 30)
+        return out if code == 0 else ""
+    until(shown, 240, "the new slurmctld to answer", interval=2)
+    assert f"StartTime={start} " in shown() and "Restarts=0" in shown(), shown()
+    until(lambda: "JobState=COMPLETED" in shown(), 120, "the job to complete")
+    assert "ExitCode=0:0" in shown() and login.run("cat /root/userpath/ctl.out").strip() == "done"
+
+
+def _scale_to_zero_pends_jobs_until_scaled_up(kubectl, namespace: str, login: Login) -> None:
+    """`replicas: 0`: the partition stays, a job for it pends with a reason, scaling up runs it."""
+    _set_node_sets(kubectl, namespace, None, big=0, sharedMemorySize="128Mi")
+    until(lambda: _replicas(kubectl, namespace, f"{NAME}-big") == 0, 120, "big scaled to zero")
+    until(lambda: f"{NAME}-big" not in login.run("sinfo -h -N -o %N"), 120, "big's node record gone")
+    job = login.run("sbatch --parsable -p big -o /root/userpath/zero.out --wrap hostname").strip()
+    until(lambda: "Reason=ReqNodeNotAvail" in login.run(f"scontrol -o show job {job}"), 60, "the job to pend")
+    assert _job_state(login, job) == "PENDING"
+    _set_node_sets(kubectl, namespace, None, big=1, sharedMemorySize="128Mi")
+    until(lambda: _job_state(login, job) == "COMPLETED", 300, "the job to run once big is back")
+    assert login.run("cat /root/userpath/zero.out").strip() == f"{NAME}-big-0"
+
+
+def _removed_node_set_goes_and_the_rest_stays(kubectl, namespace: str, login: Login) -> None:
+    """`big` taken out of the spec: drained, its StatefulSet lowered to zero and deleted (by the
+    operator's own ServiceAccount); the first node set's pods untouched."""
+    pods = {k: v for k, v in _pod_uids(kubectl, namespace).items() if f"{NAME}-big-" not in k}
+    kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
+        {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}], "partitions": [{"name": "main", "default": True}]}}))
+    until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-big", check=False).returncode != 0, 180,
+          "the removed node set's StatefulSet to be deleted")
+    until(lambda: f"{NAME}-big" not in login.run("sinfo -h -N -o %N"), 120, "its node records gone")
+    assert _pod_uids(kubectl, namespace) == pods
+
+
+def _operator_pods(kubectl, namespace: str) -> list[str]:
+    return kubectl("-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=slurm-operator",
+                   "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
 
 
 def _replicas(kubectl, namespace: str, name: str) -> int:

@@ -66,15 +66,19 @@ def test_user_supplied_secrets_are_referenced_not_generated(keys):
     assert all(f'"secretName": "site-{k}"' in text for k in ("munge", "ssh", "jwt"))
 
 
-def test_slurm_conf_lists_no_worker_and_partitions_take_node_sets():
+def test_slurm_conf_lists_no_worker_but_a_placeholder_per_node_set_and_partitions_take_node_sets():
     conf = slurm_files(make_cluster(nodeSets=[{"name": "cpu", "replicas": 5, "features": ["fast"]}, {"name": "gpu"}],
                                     partitions=[{"name": "main", "default": True},
                                                 {"name": "quick", "nodeSets": ["gpu"]}]))["slurm.conf"]
-    assert not [ln for ln in conf.splitlines() if ln.startswith("NodeName=")]
-    assert "NodeSet=cpu Feature=cpu\nNodeSet=gpu Feature=gpu\n" in conf
+    # No worker: only each node set's FUTURE placeholder, with the workers' registration line.
+    assert [ln for ln in conf.splitlines() if ln.startswith("NodeName=")] == [
+        "NodeName=demo-cpu-future Feature=cpu,fast CPUs=1 RealMemory=1024 State=FUTURE",
+        "NodeName=demo-gpu-future Feature=gpu CPUs=1 RealMemory=1024 State=FUTURE"]
+    assert "NodeSet=cpu Feature=cpu\nNodeName=demo-cpu-future" in conf and "\nNodeSet=gpu Feature=gpu\n" in conf
     assert "PartitionName=main Nodes=cpu,gpu Default=YES" in conf
     assert "PartitionName=quick Nodes=gpu Default=NO" in conf
-    assert "SlurmctldParameters=enable_configless\n" in conf and "MaxNodeCount=1024\n" in conf
+    # Room for maxNodeCount (1024) dynamic workers besides the two placeholders.
+    assert "SlurmctldParameters=enable_configless\n" in conf and "MaxNodeCount=1026\n" in conf
     assert "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key=/run/slurmctld-jwt/jwt_hs256.key\n" in conf
 
 
@@ -188,7 +192,7 @@ def test_an_overwrite_of_a_live_cluster_holds_the_nodes_around_the_fill():
     assert [c["name"] for c in pod["containers"]] == ["release-nodes"]
     assert {"name": "SOPERATOR_POPULATE_OVERWRITE", "value": "true"} in pod["initContainers"][1]["env"]
     hold = pod["initContainers"][0]
-    assert hold["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "SETGID", "SETUID"]}
+    assert hold["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETUID"]}
     assert hold["securityContext"]["allowPrivilegeEscalation"] is False
     assert {m["name"] for m in hold["volumeMounts"]} == {"slurm-configs", "munge-key"}
     assert job["metadata"]["annotations"]["slurm.soperator.dev/hold-nodes"] == "true"
@@ -233,7 +237,7 @@ def test_controller_and_populate_run_as_root_with_only_their_capabilities():
     objects = _by_kind_name(render_all(make_cluster(), None))
     controller = objects[("StatefulSet", "demo-controller")]["spec"]["template"]["spec"]["containers"][0]
     populate = objects[("Job", "demo-populate-jail")]["spec"]["template"]["spec"]["containers"][0]
-    for container, caps in ((controller, ["CHOWN", "DAC_OVERRIDE", "SETGID", "SETUID"]),
+    for container, caps in ((controller, ["CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETUID"]),
                             (populate, ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"])):
         ctx = container["securityContext"]
         assert ctx["capabilities"] == {"drop": ["ALL"], "add": caps}, container["name"]

@@ -1,0 +1,28 @@
+"""drainTimeout: which of the nodes a scale-in or an update waits for are past their deadline. Pure:
+the deadline counts from when Slurm says the operator's drain reason was set (reason_changed_at), so
+an operator restarted mid-way counts from the drain itself, not from when it began to watch."""
+from __future__ import annotations
+
+from soperator.api.spec import DrainTimeout
+from soperator.slurm import SlurmJob, SlurmNode
+
+
+def overdue(waiting: list[str], nodes: dict[str, SlurmNode], own_reason: str, timeout: DrainTimeout | None,
+            now: float) -> list[str]:
+    """The nodes of `waiting` drained by the operator (`own_reason`) at least timeout's seconds ago.
+    A drain by anyone else never times out: it is not the operator's to end."""
+    if timeout is None:
+        return []
+    out = []
+    for name in waiting:
+        node = nodes.get(name)
+        if (node and node.reason.startswith(own_reason) and node.reason_changed_at is not None
+                and now - node.reason_changed_at >= timeout.after_seconds):
+            out.append(name)
+    return out
+
+
+def jobs_on(jobs: list[SlurmJob], names: list[str]) -> list[int]:
+    """The jobs that hold any of these nodes now."""
+    wanted = set(names)
+    return sorted({j.job_id for j in jobs if j.running() and wanted & set(j.nodes)})
