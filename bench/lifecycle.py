@@ -101,7 +101,7 @@ def _idle(b: Bench, cluster: LocalCluster, workers: int, passes: int = 12) -> di
     from soperator.slurm import SlurmRestClient, mint_token
 
     b.patch(replicas=workers, maxUnavailable=2, sharedMemorySize="66Mi")  # the last rollout's template
-    b.wait(lambda: b.all_idle(workers), f"{workers} idle nodes")
+    b.wait(lambda: b.all_idle(workers) and len(b.pods()) == workers, f"{workers} idle nodes, no other pod")
     cfg = client.Configuration()
     cfg.host, cfg.ssl_ca_cert = cluster.plane.url, str(cluster.plane.pki.ca_cert)
     cfg.cert_file, cfg.key_file = str(cluster.plane.pki.admin_cert), str(cluster.plane.pki.admin_key)

@@ -13,10 +13,11 @@ import argparse
 import json
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from soperator.keys import generate_jwt_key, generate_munge_key
-from soperator.reconcile.slurm_nodes import node_set_counts, pod_condition_changes
+from soperator.reconcile.slurm_nodes import node_set_counts, pod_condition_changes, workers_of
 from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from soperator.render.nodes import NODE_SET_LABEL
 from soperator.slurm import SlurmRestClient, mint_token
@@ -35,7 +36,7 @@ def _pods(n: int) -> list[dict]:
 def poll(client: SlurmRestClient, cluster, pods: list[dict]) -> dict:
     calls, received = client.calls, client.bytes_received
     cpu = time.process_time()
-    nodes = {n.name: n for n in client.list_nodes()}
+    nodes = workers_of(cluster, client.list_nodes())
     counts = {s.name: node_set_counts(s, pods, nodes) for s in cluster.spec.node_sets}
     changes = pod_condition_changes(pods, nodes, "2026-01-01T00:00:00Z")
     cpu_ms = (time.process_time() - cpu) * 1000
@@ -45,13 +46,18 @@ def poll(client: SlurmRestClient, cluster, pods: list[dict]) -> dict:
             "cpu_ms": round(cpu_ms, 1), "pod_condition_writes": len(changes), "counts": counts}
 
 
-def measure(sizes: list[int]) -> list[dict]:
-    cluster = make_cluster(name=NAME, nodeSets=[{"name": "cpu", "replicas": max(sizes)}],
-                           slurmConfig={"maxNodeCount": 65536, "proctrackType": "proctrack/linuxproc",
-                                        "taskPlugin": "task/none"})
+def bench_cluster(size: int):
+    return make_cluster(name=NAME, nodeSets=[{"name": "cpu", "replicas": size}],
+                        slurmConfig={"maxNodeCount": 65536, "proctrackType": "proctrack/linuxproc",
+                                     "taskPlugin": "task/none"})
+
+
+@contextmanager
+def growing_slurm(cluster):
+    """A real slurmctld + slurmrestd with one registered slurmd: yields (client, grow), where
+    grow(n) adds FUTURE records of node set cpu until Slurm holds n nodes."""
     key = generate_jwt_key()
-    results = []
-    with tempfile.TemporaryDirectory(prefix="slurm-status-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="slurm-bench-") as tmp:
         work = Path(tmp)
         registered = f"{NAME}-cpu-0"
         with SlurmSandbox(work, slurm_files(cluster), controller_host(cluster), generate_munge_key(),
@@ -60,39 +66,53 @@ def measure(sizes: list[int]) -> list[dict]:
             if not box.status["ready"]:
                 raise SystemExit(f"sandbox not ready: {box.status}\n{box.log('slurmctld.log')}")
             forwarder = RestForwarder(str(SlurmSandbox.rest_socket(work)))
-            client = SlurmRestClient(forwarder.url, lambda: mint_token(key))
-            have = 1
+            have = [1]
+
+            def grow(size: int) -> None:
+                if size > have[0]:
+                    box.run("scontrol", "create", f"NodeName={NAME}-cpu-[{have[0]}-{size - 1}]", "State=FUTURE",
+                            "Feature=cpu", "CPUs=1", "RealMemory=1024")
+                    have[0] = size
             try:
-                for size in sorted(sizes):
-                    if size > have:
-                        box.run("scontrol", "create", f"NodeName={NAME}-cpu-[{have}-{size - 1}]", "State=FUTURE",
-                                "Feature=cpu", "CPUs=1", "RealMemory=1024")
-                        have = size
-                    pods = _pods(size)
-                    first, second = poll(client, cluster, pods), poll(client, cluster, pods)
-                    # The status is written when the counts differ from the stored ones (the first poll's).
-                    results.append({"nodes": size, "rest_calls": first["rest_calls"], "bytes": first["bytes"],
-                                    "cpu_ms": first["cpu_ms"],
-                                    "status_writes_second_poll": int(second["counts"] != first["counts"]),
-                                    "pod_condition_writes_first_poll": first["pod_condition_writes"],
-                                    "pod_condition_writes_second_poll": second["pod_condition_writes"],
-                                    "second_poll_rest_calls": second["rest_calls"], "counts": first["counts"]})
+                yield SlurmRestClient(forwarder.url, lambda: mint_token(key)), grow
             finally:
                 forwarder.close()
+
+
+def measure(sizes: list[int]) -> list[dict]:
+    cluster = bench_cluster(max(sizes))
+    results = []
+    with growing_slurm(cluster) as (client, grow):
+        for size in sorted(sizes):
+            grow(size)
+            pods = _pods(size)
+            first, second = poll(client, cluster, pods), poll(client, cluster, pods)
+            # The status is written when the counts differ from the stored ones (the first poll's).
+            results.append({"nodes": size, "rest_calls": first["rest_calls"], "bytes": first["bytes"],
+                            "cpu_ms": first["cpu_ms"],
+                            "status_writes_second_poll": int(second["counts"] != first["counts"]),
+                            "pod_condition_writes_first_poll": first["pod_condition_writes"],
+                            "pod_condition_writes_second_poll": second["pod_condition_writes"],
+                            "second_poll_rest_calls": second["rest_calls"], "counts": first["counts"]})
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def run_sizes(doc: str, measure, ratios: tuple[str, ...]) -> None:
+    """`--sizes` from the command line into `measure(sizes)`; print each row, then each bigger size's
+    REST calls and `ratios` against the smallest."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10,1000,5000")
-    args = parser.parse_args()
-    results = measure([int(s) for s in args.sizes.split(",")])
-    for row in results:
+    rows = measure([int(s) for s in parser.parse_args().sizes.split(",")])
+    for row in rows:
         print(json.dumps(row))
-    base = results[0]
-    for row in results[1:]:
-        print(f"{row['nodes']} vs {base['nodes']} nodes: calls {row['rest_calls']}/{base['rest_calls']}, "
-              f"bytes x{row['bytes'] / base['bytes']:.0f}, cpu x{row['cpu_ms'] / max(base['cpu_ms'], 0.1):.0f}")
+    base = rows[0]
+    for row in rows[1:]:
+        print(f"{row['nodes']} vs {base['nodes']} nodes: calls {row['rest_calls']}/{base['rest_calls']}, " + ", ".join(
+            f"{key} x{row[key] / max(base[key], 0.1):.1f}" for key in ratios))
+
+
+def main() -> None:
+    run_sizes(__doc__, measure, ("bytes", "cpu_ms"))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ def kube() -> Kube:
 
 def _reconcile(body: dict) -> None:
     with metrics.timed(body["metadata"]["namespace"], body["metadata"]["name"]):
-        reconcile(kube(), body)
+        result = reconcile(kube(), body)
+    if result.slurm is not None:
+        metrics.SLURM.track(result.slurm)  # scrapes read its Slurm from now on
 
 
 @kopf.on.startup()
@@ -74,6 +76,7 @@ def _serve_metrics() -> None:
 @kopf.on.event(GROUP, VERSION, PLURAL)
 def on_event(type: str, body: kopf.Body, **_) -> None:  # noqa: A002 - kopf's argument name
     if type == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
+        metrics.SLURM.forget(body["metadata"]["namespace"], body["metadata"]["name"])
         return  # owner references garbage-collect the children
     _reconcile(dict(body))
 

@@ -1,7 +1,10 @@
-"""Prometheus text metrics (reconcile count, errors, duration per cluster) on /metrics.
+"""The operator's /metrics, through prometheus_client: reconcile counts, errors and time per cluster,
+the process's own figures, and each reconciled cluster's Slurm state (slurm_metrics.py, read from
+slurmrestd at scrape time).
 
 Served over TLS to scrapers whose token RBAC allows (see metrics_access), on every interface; or,
-with no gate, as plain HTTP on loopback only (`kubectl port-forward` still reaches it).
+with no gate, as plain HTTP on loopback only (`kubectl port-forward` still reaches it). The library's
+WSGI app writes the exposition; a thin WSGI layer in front of it checks the token.
 """
 from __future__ import annotations
 
@@ -9,73 +12,61 @@ import ssl
 import threading
 import time
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-_lock = threading.Lock()
-_counts: dict[tuple[str, str], list[float]] = {}  # (namespace, name) -> [count, errors, seconds]
+from prometheus_client import CollectorRegistry, Counter, ProcessCollector, disable_created_metrics, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
+from wsgiref.simple_server import make_server
+
+from soperator.slurm_metrics import SlurmCollector
+
+disable_created_metrics()  # no *_created series: one sample per counter, as before
+REGISTRY = CollectorRegistry()
+ProcessCollector(registry=REGISTRY)
+SLURM = SlurmCollector()
+REGISTRY.register(SLURM)
+_LABELS = ("namespace", "cluster")
+RECONCILES = Counter("soperator_reconcile", "reconciles of a SlurmCluster", _LABELS, registry=REGISTRY)
+ERRORS = Counter("soperator_reconcile_errors", "reconciles that raised", _LABELS, registry=REGISTRY)
+SECONDS = Counter("soperator_reconcile_seconds", "time spent reconciling", _LABELS, registry=REGISTRY)
 
 
 @contextmanager
 def timed(namespace: str, name: str):
     started = time.monotonic()
-    failed = False
+    errors = ERRORS.labels(namespace, name)  # the series exists from the first reconcile, at 0
     try:
         yield
     except Exception:
-        failed = True
+        errors.inc()
         raise
     finally:
-        with _lock:
-            entry = _counts.setdefault((namespace, name), [0, 0, 0.0])
-            entry[0] += 1
-            entry[1] += failed
-            entry[2] += time.monotonic() - started
+        RECONCILES.labels(namespace, name).inc()
+        SECONDS.labels(namespace, name).inc(time.monotonic() - started)
 
 
-def render() -> str:
-    lines = ["# TYPE soperator_reconcile_total counter", "# TYPE soperator_reconcile_errors_total counter",
-             "# TYPE soperator_reconcile_seconds_total counter"]
-    with _lock:
-        for (ns, name), (count, errors, seconds) in sorted(_counts.items()):
-            labels = f'namespace="{ns}",cluster="{name}"'
-            lines += [f"soperator_reconcile_total{{{labels}}} {int(count)}",
-                      f"soperator_reconcile_errors_total{{{labels}}} {int(errors)}",
-                      f"soperator_reconcile_seconds_total{{{labels}}} {seconds:.6f}"]
-    return "\n".join(lines) + "\n"
+def _gated(app, gate):
+    """Only /metrics, and only for a token the gate lets through."""
+    def wrapped(environ, start_response):
+        if environ.get("PATH_INFO") != "/metrics":
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b""]
+        status = 200 if gate is None else gate.status_for(environ.get("HTTP_AUTHORIZATION"))
+        if status != 200:
+            start_response(f"{status} {_REASONS.get(status, 'Error')}", [("Content-Type", "text/plain")])
+            return [b""]
+        return app(environ, start_response)
+    return wrapped
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _MetricsServer
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        if self.path != "/metrics":
-            self.send_error(404)
-            return
-        if self.server.gate is not None:
-            status = self.server.gate.status_for(self.headers.get("Authorization"))
-            if status != 200:
-                self.send_error(status)
-                return
-        body = render().encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+_REASONS = {401: "Unauthorized", 403: "Forbidden", 503: "Service Unavailable"}
 
 
-class _MetricsServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address, gate, context: ssl.SSLContext | None):
-        super().__init__(address, _Handler)
-        self.gate, self.context = gate, context
+class _MetricsServer(ThreadingWSGIServer):
+    context: ssl.SSLContext | None = None
 
     def finish_request(self, request, client_address) -> None:
-        # The TLS handshake runs here, in the request's own thread, so a slow client stalls no one.
+        # The TLS handshake runs here, in the request's own thread, so a slow client stalls no one
+        # (the library's own server wraps the listening socket: one slow handshake blocks accept).
         request.settimeout(10)
         if self.context is not None:
             request = self.context.wrap_socket(request, server_side=True)
@@ -92,6 +83,8 @@ def serve(port: int, gate=None, context: ssl.SSLContext | None = None) -> _Metri
     if (gate is None) != (context is None):
         raise ValueError("metrics: a token gate needs TLS, and TLS without a gate would be open to all")
     host = "0.0.0.0" if gate is not None else "127.0.0.1"
-    server = _MetricsServer((host, port), gate, context)
+    server = make_server(host, port, _gated(make_wsgi_app(REGISTRY), gate), _MetricsServer,
+                         handler_class=_SilentHandler)
+    server.context = context
     threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
     return server

@@ -25,6 +25,8 @@ from soperator.render import config_maps, slurm_nodes
 from soperator.render.login import login_ssh_service_name
 from soperator.render.nodes import CONTROLLER, LOGIN, WORKER
 from soperator.render.common import object_name
+from soperator.render.configs import placeholder_node_name
+from soperator.slurm_metrics import Target
 from soperator.render.worker import node_set_stateful_set_name
 
 
@@ -36,6 +38,7 @@ class Result:
     node_sets: list[dict] = field(default_factory=list)
     slurm_nodes: dict | None = None  # None: unknown this time; the last known counts stay
     endpoint: str | None = None
+    slurm: Target | None = None  # how /metrics reads this cluster's Slurm, once it could be reached
 
 
 def ensure(kube: Kube, obj: dict) -> bool:
@@ -124,7 +127,11 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     conds += [seen.condition, scaled, updated, maintenance]
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
-    return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(kube, cluster))
+    target = None if seen.client is None else Target(
+        cluster.namespace, cluster.name, seen.client, tuple(n.name for n in cluster.spec.node_sets),
+        frozenset(placeholder_node_name(cluster, n) for n in cluster.spec.node_sets),
+        tuple(p.name for p in cluster.spec.partitions))
+    return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(kube, cluster), target)
 
 
 def _status(body: dict, result: Result) -> dict:

@@ -71,10 +71,15 @@ def observe(kube: Kube, cluster: SlurmCluster, controller_ready: bool, connect: 
     except SlurmError as exc:
         return Observation(None, Cond("SlurmReachable", False, type(exc).__name__.removeprefix("Slurm") or "Error",
                                       str(exc)))
-    # The node sets' FUTURE placeholders (slurm.conf) are no workers: never counted, never acted on.
-    placeholders = {placeholder_node_name(cluster, n) for n in cluster.spec.node_sets}
-    workers = {n.name: n for n in nodes if n.name not in placeholders}
+    workers = workers_of(cluster, nodes)
     return Observation(workers, Cond("SlurmReachable", True, "Listed", f"{len(workers)} Slurm nodes"), client)
+
+
+def workers_of(cluster: SlurmCluster, nodes: list[SlurmNode]) -> dict[str, SlurmNode]:
+    """Slurm's nodes by name, less the node sets' FUTURE placeholders (slurm.conf): those are no
+    workers, never counted, never acted on."""
+    placeholders = {placeholder_node_name(cluster, n) for n in cluster.spec.node_sets}
+    return {n.name: n for n in nodes if n.name not in placeholders}
 
 
 def worker_pods(kube: Kube, cluster: SlurmCluster, seen: Observation) -> list[dict]:

@@ -89,6 +89,13 @@ class SlurmRestClient:
         except ValidationError as exc:
             raise SlurmApiError(f"GET /jobs: unexpected answer: {exc.errors()[0]['msg']}") from None
 
+    def statistics(self) -> dict:
+        """slurmctld's scheduler statistics (what sdiag shows)."""
+        stats = self._call("GET", "/diag").get("statistics")
+        if not isinstance(stats, dict):
+            raise SlurmApiError("GET /diag: no statistics in the answer")
+        return stats
+
     def cancel_job(self, job_id: int) -> None:
         """As scancel does: the whole job, every step, SIGKILL after the steps' KillWait."""
         self._call("DELETE", f"/job/{job_id}")

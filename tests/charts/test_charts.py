@@ -124,3 +124,24 @@ def test_jail_claim_is_kept_on_uninstall(tools):
     claim = [d for d in render(tools, "slurm-cluster-storage") if d["kind"] == "PersistentVolumeClaim"][0]
     assert claim["metadata"]["name"] == "demo-jail"
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_service_monitor_only_where_its_crd_exists_and_the_dashboard_ships(tools):
+    plain = render(tools, "slurm-operator")
+    assert not [d for d in plain if d["kind"] == "ServiceMonitor"]
+    docs = render(tools, "slurm-operator", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+                  "--set", "metrics.serviceMonitor.labels.release=prom")
+    (monitor,) = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    (service,) = [d for d in docs if d["kind"] == "Service"]
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == service["spec"]["ports"][0]["name"] and endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}  # the self-signed certificate
+    signed = render(tools, "slurm-operator", "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor",
+                    "--set", "metrics.certSecret=metrics-tls")
+    assert [d for d in signed if d["kind"] == "ServiceMonitor"][0]["spec"]["endpoints"][0]["tlsConfig"] == {
+        "insecureSkipVerify": False}
+    (dashboard,) = [d for d in plain if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard")]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["soperator-slurm.json"])["uid"] == "soperator-slurm"

@@ -333,7 +333,11 @@ def _operator_worked_in_cluster(kubectl, namespace: str, service_account_token) 
     address, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
     reader = f"soperator-slurm-operator-{namespace}-metrics-reader"
     status, metrics = scrape(port, service_account_token(namespace, "prometheus", reader), host=address)
-    assert status == 200 and f'namespace="{namespace}",cluster="{NAME}"' in metrics, status
+    assert status == 200 and f'soperator_reconcile_total{{cluster="{NAME}",namespace="{namespace}"}}' in metrics, status
+    # Slurm's state, read by the in-cluster operator through slurmrestd: the two idle workers left.
+    who = f'cluster="{NAME}",namespace="{namespace}"'
+    assert f"slurm_up{{{who}}} 1.0" in metrics
+    assert f'slurm_nodes{{{who},node_set="worker",state="idle"}} 2.0' in metrics, metrics
     assert scrape(port, service_account_token(namespace, "nobody"), host=address)[0] == 403
     logs = kubectl("-n", namespace, "logs", "deployment/soperator-slurm-operator").stdout
     for bad in (" ERROR ", "Traceback", "Forbidden"):
