@@ -1,7 +1,7 @@
 """Build every image with podman: `python -m images.build [--force]`.
 
 Order: a Debian base from debootstrap (no registry needed; the tarball is cached), the common node
-image, then controller, worker, login, jail, populate-jail, and the operator. A build whose inputs did
+image, then controller, worker, login, jail, populate-jail, the operator, and the accounting database. A build whose inputs did
 not change is skipped (a hash of the inputs and of its parents' is stored as an image label).
 `--only operator` builds one image and what it is built FROM.
 """
@@ -30,7 +30,8 @@ ROOTFS_TAR = CACHE / "images" / f"{SUITE}-minbase-nodebs.tar"
 # image name -> (directory under images/, images it is built FROM or copies from); parents come first.
 IMAGES = {"node": ("common", ()), "controller": ("controller", ("node",)), "worker": ("worker", ("node",)),
           "login": ("login", ("node",)), "jail": ("jail", ("node",)),
-          "populate-jail": ("populate_jail", ("jail", "node")), "operator": ("operator", ())}
+          "populate-jail": ("populate_jail", ("jail", "node")), "operator": ("operator", ()),
+          "database": ("database", ("node",))}
 LABEL = "dev.soperator.inputs"
 
 

@@ -1,6 +1,7 @@
 """Config files (jinja2 templates) and the ConfigMaps that carry them."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 import jinja2
@@ -76,6 +77,30 @@ def _render(template: str, cluster: SlurmCluster) -> str:
 
 def slurm_files(cluster: SlurmCluster) -> dict[str, str]:
     return {f: _render(f, cluster) for f in SLURM_FILES}
+
+
+SLURMDBD_PORT = 6819
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Where slurmdbd keeps the accounting records (a MariaDB/MySQL database)."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    database: str = "slurm_acct_db"
+
+
+def slurmdbd_conf(cluster: SlurmCluster, dbd_host: str, storage: Storage) -> str:
+    """slurmdbd.conf: it carries the password, so it goes into a Secret, never a ConfigMap."""
+    if not storage.password or any(c.isspace() or c in "#\"'" for c in storage.password):
+        raise ValueError("the database password must be non-empty, without spaces, quotes or '#' "
+                         "(slurmdbd.conf cannot hold them)")
+    return _env().get_template("slurmdbd.conf.j2").render(
+        name=cluster.name, namespace=cluster.namespace, version=__version__, dbd_host=dbd_host,
+        dbd_port=SLURMDBD_PORT, storage=storage).rstrip("\n") + "\n"
 
 
 def sshd_files(cluster: SlurmCluster) -> dict[str, str]:

@@ -2,8 +2,10 @@
 import base64
 import json
 
+import pytest
+
 from soperator.render import render_all
-from soperator.render.configs import slurm_files, worker_node_conf
+from soperator.render.configs import Storage, slurm_files, slurmdbd_conf, worker_node_conf
 from soperator.render.paths import CONFIG_HASH_ANNOTATION
 from soperator.render.populate_jail import populate_jail_job
 from soperator.yamlio import dump_all
@@ -284,3 +286,13 @@ def test_evictions_never_take_the_controller_and_one_login_node_at_a_time():
     assert controller["maxUnavailable"] == 0 and login["maxUnavailable"] == 1
     assert controller["selector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
     assert login["selector"]["matchLabels"]["app.kubernetes.io/component"] == "login"
+
+
+def test_slurmdbd_conf_carries_the_storage_and_refuses_a_password_it_cannot_hold():
+    cluster = make_cluster()
+    conf = slurmdbd_conf(cluster, "demo-slurmdbd-0", Storage("db.example", 3307, "slurm", "s3cr3t-Pw_1"))
+    assert {"DbdHost=demo-slurmdbd-0", "StorageHost=db.example", "StoragePort=3307", "StorageUser=slurm",
+            "StoragePass=s3cr3t-Pw_1", "StorageLoc=slurm_acct_db", "AuthType=auth/munge"} <= set(conf.splitlines())
+    for bad in ("", "two words", "hash#tag", 'quo"te', "new\nline"):
+        with pytest.raises(ValueError, match="password"):
+            slurmdbd_conf(cluster, "demo-slurmdbd-0", Storage("db", 3306, "slurm", bad))

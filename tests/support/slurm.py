@@ -20,20 +20,21 @@ from soperator.render.paths import PATHS
 
 SANDBOX = Path(__file__).with_name("slurm_sandbox.py")
 IN_CONTAINER = "/opt/soperator-test/slurm_sandbox.py"
-_built: list[str] = []
+_built: dict[str, str] = {}
 
 
-def node_image() -> str:
-    """The node image, built once per session if its inputs changed: its Slurm is what tests run."""
+def node_image(name: str = "node") -> str:
+    """The node image (or one built FROM it: `database`), built once per session if its inputs
+    changed: its Slurm is what tests run."""
     if os.geteuid() != 0:
         pytest.skip("needs root for privileged containers")
-    if not _built:
+    if name not in _built:
         try:
-            build_all(only=["node"])
+            build_all(only=[name])
         except (PodmanError, OSError) as exc:
-            pytest.fail(f"node image build failed: {exc}", pytrace=False)
-        _built.append(image_ref("node"))
-    return _built[0]
+            pytest.fail(f"{name} image build failed: {exc}", pytrace=False)
+        _built[name] = image_ref(name)
+    return _built[name]
 
 
 class SlurmSandbox:
@@ -43,8 +44,9 @@ class SlurmSandbox:
     def __init__(self, work: Path, files: dict[str, str], hostname: str, munge_key: bytes,
                  names: list[str] = (), slurmd: str | None = None, jail: Path | None = None,
                  prepare_jail: bool = True, node_conf: str = "CPUs=1 RealMemory=1024",
-                 mounts: dict[str, Path] | None = None, jwt_key: bytes | None = None, rest: bool = False):
-        image = node_image()
+                 mounts: dict[str, Path] | None = None, jwt_key: bytes | None = None, rest: bool = False,
+                 accounting: dict | None = None, image: str | None = None):
+        image = image or node_image()
         self.work = work
         config = work / "etc-slurm"
         config.mkdir(parents=True, exist_ok=True)
@@ -64,7 +66,7 @@ class SlurmSandbox:
         spec = {**sockets, "jwt_key": str(work / "jwt.key.src"), "hostname": hostname, "names": [hostname, *names], "config_dir": str(config),
                 "munge_key": str(key), "slurmd": slurmd, "jail": str(jail) if jail else None,
                 "prepare_jail": prepare_jail, "jail_mount": PATHS.jail, "slurmd_log": PATHS.slurmd_log,
-                "node_conf": node_conf}
+                "node_conf": node_conf, "accounting": accounting}
         (work / "spec.json").write_text(json.dumps(spec))
         self.name = f"soperator-slurm-{uuid.uuid4().hex[:10]}"
         volumes = [str(work)] + ([str(jail)] if jail and jail.exists() else [])

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from soperator_node.database import SOCKET, ensure_account, prepare_datadir, server_argv
 from soperator_node.mounts import WORKER, bind, bind_into_jail
 from soperator_node.roles import JWT_KEY, install_key
 
@@ -107,6 +108,10 @@ def boot(work: str, spec: dict) -> tuple[dict, list[subprocess.Popen]]:
     procs.append(munged)
     if not wait(munged, lambda: os.path.exists(f"{MUNGE_SOCKET_DIR}/munge.socket.2"), 10):
         return {"ready": False, "failed": "munged"}, procs
+    if spec.get("accounting"):
+        failed = start_accounting(work, spec["accounting"], procs)
+        if failed:
+            return {"ready": False, "failed": failed}, procs
     ctld = start(work, "slurmctld", ["slurmctld", "-D", "-i", "-f", "/etc/slurm/slurm.conf"])
     procs.append(ctld)
     if not wait(ctld, lambda: "is UP" in output("scontrol", "ping"), 30):
@@ -129,6 +134,28 @@ def boot(work: str, spec: dict) -> tuple[dict, list[subprocess.Popen]]:
         if not wait(slurmd, lambda: output("sinfo", "-h", "-n", node, "-o", "%t").strip() == "idle", 30):
             return {"ready": False, "failed": "slurmd", "exit_code": slurmd.poll()}, procs
     return {"ready": True}, procs
+
+
+def start_accounting(work: str, accounting: dict, procs: list) -> str | None:
+    """MariaDB (the database image's helpers, data kept under `work`) and slurmdbd, as the accounting
+    pods run them; the name of what failed, or None."""
+    data = os.path.join(work, "mysql")
+    prepare_datadir(data)
+    mariadb = start(work, "mariadbd", server_argv(data, bind="127.0.0.1"))
+    procs.append(mariadb)
+    if not wait(mariadb, lambda: os.path.exists(SOCKET), 60):
+        return "mariadbd"
+    ensure_account(accounting["database"], accounting["user"], accounting["password"])
+    conf = "/etc/slurm/slurmdbd.conf"  # slurmdbd refuses a file others may read
+    shutil.chown(conf, "slurm", "slurm")
+    os.chmod(conf, 0o600)
+    os.makedirs("/run/slurmdbd", exist_ok=True)
+    shutil.chown("/run/slurmdbd", "slurm", "slurm")
+    slurmdbd = start(work, "slurmdbd", ["slurmdbd", "-D"])
+    procs.append(slurmdbd)
+    if not wait(slurmdbd, lambda: ":6819 " in output("ss", "-ltn"), 60):
+        return "slurmdbd"
+    return None
 
 
 def serve() -> None:
