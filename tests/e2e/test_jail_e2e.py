@@ -343,7 +343,9 @@ def test_workers_scale_take_a_new_config_and_come_back_with_no_restart(cluster):
     _wait(lambda: all_nodes() == [], 60, "no worker left in Slurm")
     waiting = ctl("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true").strip()
     assert waiting, ctl("sinfo")
-    _wait(lambda: "Reason=ReqNodeNotAvail" in ctl("scontrol", "-o", "show", "job", waiting), 30, "the job to pend")
+    # The reason is set by a scheduling pass over the queue: the main scheduler's next one may be a
+    # whole sched_interval (60 s) away when nothing else (a node's change) triggers one sooner.
+    _wait(lambda: "Reason=ReqNodeNotAvail" in ctl("scontrol", "-o", "show", "job", waiting), 150, "the job to pend")
     assert "JobState=PENDING" in ctl("scontrol", "-o", "show", "job", waiting)
     podman("rm", "e2e-worker-0")
     cluster.start("e2e-worker-0", worker)

@@ -261,7 +261,8 @@ def _scale_to_zero_pends_jobs_until_scaled_up(kubectl, namespace: str, login: Lo
     until(lambda: _replicas(kubectl, namespace, f"{NAME}-big") == 0, 120, "big scaled to zero")
     until(lambda: f"{NAME}-big" not in login.run("sinfo -h -N -o %N"), 120, "big's node record gone")
     job = login.run("sbatch --parsable -p big -o /root/userpath/zero.out --wrap hostname").strip()
-    until(lambda: "Reason=ReqNodeNotAvail" in login.run(f"scontrol -o show job {job}"), 60, "the job to pend")
+    # Its reason comes with the scheduler's next pass over the queue: up to sched_interval (60 s) away.
+    until(lambda: "Reason=ReqNodeNotAvail" in login.run(f"scontrol -o show job {job}"), 150, "the job to pend")
     assert _job_state(login, job) == "PENDING"
     _set_node_sets(kubectl, namespace, None, big=1, sharedMemorySize="128Mi")
     until(lambda: _job_state(login, job) == "COMPLETED", 300, "the job to run once big is back")
