@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 
 import kopf
 
@@ -37,8 +38,25 @@ def kube() -> Kube:
     return _kube
 
 
+# kopf runs sync handlers in a thread pool: a SlurmCluster's event and its StatefulSets' events (all
+# at once after an operator restart) would reconcile one cluster twice at the same time, and both
+# passes delete the same pod (seen on the real node: the second got 404). One pass at a time per cluster.
+_locks: dict[tuple[str, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(namespace: str, name: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((namespace, name), threading.Lock())
+
+
 def _reconcile(body: dict) -> None:
-    with metrics.timed(body["metadata"]["namespace"], body["metadata"]["name"]):
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    with _lock(namespace, name), metrics.timed(namespace, name):
+        # The body may be older than the last pass's writes: read it again under the lock.
+        body = kube().get(f"{GROUP}/{VERSION}", "SlurmCluster", namespace, name)
+        if body is None or body["metadata"].get("deletionTimestamp"):
+            return  # deleted meanwhile: owner references take the children
         result = reconcile(kube(), body)
     if result.slurm is not None:
         metrics.SLURM.track(result.slurm)  # scrapes read its Slurm from now on

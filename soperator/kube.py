@@ -46,10 +46,15 @@ class Kube:
         return self._res(obj["apiVersion"], obj["kind"]).create(
             body=obj, namespace=obj["metadata"].get("namespace")).to_dict()
 
-    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        """False if it was gone already: what was asked for holds."""
         self.writes += 1
-        self._res(api_version, kind).delete(name=name, namespace=namespace,
-                                            body={"propagationPolicy": "Background"})
+        try:
+            self._res(api_version, kind).delete(name=name, namespace=namespace,
+                                                body={"propagationPolicy": "Background"})
+        except NotFoundError:
+            return False
+        return True
 
     def patch(self, api_version: str, kind: str, namespace: str, name: str, patch: dict) -> None:
         """A merge patch of fields no rendered object holds (the replicas of a removed node set)."""
