@@ -108,9 +108,8 @@ def on_child_event(body: kopf.Body, **_) -> None:
     """A child changed (the populate Job finished, pods became ready): reconcile its SlurmCluster."""
     for ref in body.get("metadata", {}).get("ownerReferences") or []:
         if ref.get("kind") == "SlurmCluster":
-            owner = kube().get(f"{GROUP}/{VERSION}", "SlurmCluster", body["metadata"]["namespace"], ref["name"])
-            if owner and not owner["metadata"].get("deletionTimestamp"):
-                _reconcile(owner)
+            # _reconcile reads the owner itself (and skips it if deleted): its name is enough here.
+            _reconcile({"metadata": {"namespace": body["metadata"]["namespace"], "name": ref["name"]}})
 
 
 async def _resync_loop() -> None:

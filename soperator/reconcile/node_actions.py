@@ -59,6 +59,16 @@ def _wait_for_jobs(seen: Observation, node_set: NodeSetSpec | None, busy: list[s
     return Waited([j for j in jobs if j not in cancel], cancel, [])
 
 
+def _waits(cluster: SlurmCluster, seen: Observation, steps: dict, own_reason: str,
+           now: float | None) -> dict[str, Waited]:
+    """Per node set whose plan waits on busy nodes (`steps[...].busy`): the jobs, and drainTimeout's doing."""
+    if seen.nodes is None:
+        return {}
+    specs = {n.name: n for n in cluster.spec.node_sets}
+    return {name: _wait_for_jobs(seen, specs.get(name), step.busy, own_reason, now or time.time())
+            for name, step in steps.items() if step.busy}
+
+
 def _report(condition: str, waited: dict[str, Waited], waiting: list[str], reason: str, done: Cond) -> Cond:
     """One condition for every node set's scale-in or update: what each waits for, and what its
     drainTimeout did (each its own reason, so each gets an event)."""
@@ -136,13 +146,10 @@ def act_on_plans(cluster: SlurmCluster, seen: Observation, plans: dict[str, Plan
                  now: float | None = None) -> tuple[Cond, dict[str, Waited]]:
     """Drain the nodes that go, undo the operator's own drains of nodes that stay, apply drainTimeout;
     NodeSetsScaled, and per node set what its scale-in waits for."""
-    specs = {n.name: n for n in cluster.spec.node_sets}
     waited: dict[str, Waited] = {}
     try:
         _drain_and_resume(seen, OWN_DRAIN, plans)
-        for name, plan in plans.items():
-            if plan.busy and seen.nodes is not None:
-                waited[name] = _wait_for_jobs(seen, specs.get(name), plan.busy, OWN_DRAIN, now or time.time())
+        waited = _waits(cluster, seen, plans, OWN_DRAIN, now)
     except SlurmError as exc:
         return _failed("NodeSetsScaled", exc), waited
     waiting = [f"{name}: {plan.waiting}" + _jobs_note(waited.get(name)) for name, plan in plans.items() if plan.waiting]
@@ -174,13 +181,9 @@ def rollout_plans(cluster: SlurmCluster, seen: Observation, plans: dict[str, Pla
 def act_on_rollouts(kube: Kube, cluster: SlurmCluster, seen: Observation, rollouts: dict[str, Rollout],
                     now: float | None = None) -> Cond:
     """Drain, replace and resume what the rollout planner says, apply drainTimeout; NodeSetsUpdated."""
-    specs = {n.name: n for n in cluster.spec.node_sets}
-    waited: dict[str, Waited] = {}
     try:
         _drain_and_resume(seen, OWN_UPDATE_DRAIN, rollouts)
-        for name, plan in rollouts.items():
-            if plan.busy and seen.nodes is not None:
-                waited[name] = _wait_for_jobs(seen, specs.get(name), plan.busy, OWN_UPDATE_DRAIN, now or time.time())
+        waited = _waits(cluster, seen, rollouts, OWN_UPDATE_DRAIN, now)
     except SlurmError as exc:
         return _failed("NodeSetsUpdated", exc)
     for plan in rollouts.values():
