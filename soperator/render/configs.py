@@ -52,7 +52,7 @@ def worker_node_conf(node_set: NodeSetSpec) -> str:
 
 def placeholder_node_name(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
     """A FUTURE record with the node set's feature and hardware, so that a job for the node set pends
-    (ReqNodeNotAvail) rather than being refused while it has no worker (replicas 0). It never
+    for nodes rather than being refused while it has no worker (replicas 0). It never
     registers; not a pod name (those end in an ordinal)."""
     return f"{cluster.name}-{node_set.name}-future"
 

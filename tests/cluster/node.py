@@ -185,12 +185,17 @@ class Node:
             "healthzBindAddress": f"127.0.0.1:{self.ports['proxy_health']}",
             "metricsBindAddress": f"127.0.0.1:{self.ports['proxy_metrics']}",
         }))
+        # No upstream resolver is reachable here. A name outside the cluster gets NXDOMAIN, as the
+        # internet's DNS would give the names pods try last in their search list. Without this, such
+        # queries got SERVFAIL, and glibc turned a pod's lookup of a record CoreDNS had not seen yet
+        # into EAI_AGAIN instead of "no such name" (CI, test_node).
         (work / "Corefile").write_text(
-            f".:53 {{\n  bind {NODE_IP}\n  errors\n  health 127.0.0.1:{self.ports['dns_health']}\n"
-            f"  ready 127.0.0.1:{self.ports['dns_ready']}\n"
+            f"{CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{\n  bind {NODE_IP}\n  errors\n"
+            f"  health 127.0.0.1:{self.ports['dns_health']}\n  ready 127.0.0.1:{self.ports['dns_ready']}\n"
             f"  kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{\n"
-            f"    kubeconfig {work / 'coredns.kubeconfig'} test\n    pods insecure\n"
-            f"    fallthrough in-addr.arpa ip6.arpa\n  }}\n  cache 30\n  loadbalance\n}}\n")
+            f"    kubeconfig {work / 'coredns.kubeconfig'} test\n    pods insecure\n  }}\n"
+            f"  cache 30\n  loadbalance\n}}\n"
+            f". {{\n  bind {NODE_IP}\n  errors\n  template ANY ANY {{\n    rcode NXDOMAIN\n  }}\n}}\n")
         (work / "ports.json").write_text(json.dumps(self.ports))
 
     def _node_ready(self) -> bool:

@@ -30,6 +30,7 @@ from soperator.render.configs import slurm_files
 from soperator.render.populate_jail import populate_jail_job
 from tests.cluster.controlplane import free_port
 from tests.conftest import make_cluster
+from tests.support.job_reason import waits_for_nodes
 from tests.support.podman_pods import VolumeStore, require_name_resolution, start_pod
 from tests.support.ssh_session import connect
 from tests.support.ssh_session import run as _run
@@ -345,8 +346,7 @@ def test_workers_scale_take_a_new_config_and_come_back_with_no_restart(cluster):
     assert waiting, ctl("sinfo")
     # The reason is set by a scheduling pass over the queue: the main scheduler's next one may be a
     # whole sched_interval (60 s) away when nothing else (a node's change) triggers one sooner.
-    _wait(lambda: "Reason=ReqNodeNotAvail" in ctl("scontrol", "-o", "show", "job", waiting), 150, "the job to pend")
-    assert "JobState=PENDING" in ctl("scontrol", "-o", "show", "job", waiting)
+    _wait(lambda: waits_for_nodes(ctl("scontrol", "-o", "show", "job", waiting)), 150, "the job to pend for nodes")
     podman("rm", "e2e-worker-0")
     cluster.start("e2e-worker-0", worker)
     _wait(lambda: "JobState=COMPLETED" in ctl("scontrol", "-o", "show", "job", waiting), 120, "the job to run")

@@ -15,25 +15,29 @@ from tests.cluster.node import NODE_IP, NODE_NAME
 
 pytestmark = pytest.mark.kube
 
-# Resolution is retried for up to 60 s on a *temporary* failure only (EAI_AGAIN: no answer yet), never
-# on "no such name": twice in CI (2026-11-24) the first lookups right after the pods turned ready got
-# EAI_AGAIN; the cause (CoreDNS not yet answering for the new namespace?) is not found yet.
+# A pod's record appears once CoreDNS's watch sees its endpoint, a moment after the pod turns ready:
+# "no such name" is retried for up to 30 s, as a client would. A temporary failure (EAI_AGAIN,
+# SERVFAIL) is never retried: the node's DNS answers every name, NXDOMAIN outside the cluster.
 PROBE = """
 import json, socket, ssl, time, urllib.request
 def resolve(name):
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 30
     while True:
         try:
             return socket.gethostbyname(name)
         except socket.gaierror as exc:
-            if exc.errno != socket.EAI_AGAIN or time.monotonic() > deadline:
+            if exc.errno != socket.EAI_NONAME or time.monotonic() > deadline:
                 raise
             time.sleep(1)
 names = {n: resolve(n) for n in ("web-1.web", "web.NAMESPACE.svc.cluster.local", "kubernetes.default")}
+try:
+    outside = socket.gethostbyname("no-such-host.example")
+except socket.gaierror as exc:
+    outside = exc.errno == socket.EAI_NONAME
 ctx = ssl.create_default_context(cafile="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 with urllib.request.urlopen("https://kubernetes.default.svc/version", context=ctx) as resp:
     version = json.load(resp)["gitVersion"]
-print(json.dumps({"names": names, "version": version}))
+print(json.dumps({"names": names, "version": version, "outside_is_no_such_name": outside}))
 """
 
 
@@ -80,6 +84,7 @@ def test_pods_resolve_each_other_reach_the_apiserver_and_a_nodeport(node, node_i
     assert seen["names"]["web-1.web"] == pods["web-1"]  # a StatefulSet pod by name, through CoreDNS
     assert seen["names"][f"web.{namespace}.svc.cluster.local"] in pods.values()
     assert seen["version"] == kubernetes_version()  # through the Service and kube-proxy
+    assert seen["outside_is_no_such_name"] is True  # NXDOMAIN, not SERVFAIL, as a real resolver says
     service = json.loads(kubectl("-n", namespace, "get", "service", "web-np", "-o", "json").stdout)
     port = service["spec"]["ports"][0]["nodePort"]
     with urllib.request.urlopen(f"http://{NODE_IP}:{port}/", timeout=10) as resp:

@@ -25,6 +25,7 @@ from images.podman import PodmanError
 from tests.cluster.node import NODE_IP
 from tests.kube.conftest import adopt_crd
 from tests.kube.test_operator import scrape
+from tests.support.job_reason import waits_for_nodes
 from tests.support.ssh_session import connect, run
 from tests.support.wait import until
 from tests.support_paths import ROOT
@@ -262,8 +263,7 @@ def _scale_to_zero_pends_jobs_until_scaled_up(kubectl, namespace: str, login: Lo
     until(lambda: f"{NAME}-big" not in login.run("sinfo -h -N -o %N"), 120, "big's node record gone")
     job = login.run("sbatch --parsable -p big -o /root/userpath/zero.out --wrap hostname").strip()
     # Its reason comes with the scheduler's next pass over the queue: up to sched_interval (60 s) away.
-    until(lambda: "Reason=ReqNodeNotAvail" in login.run(f"scontrol -o show job {job}"), 150, "the job to pend")
-    assert _job_state(login, job) == "PENDING"
+    until(lambda: waits_for_nodes(login.run(f"scontrol -o show job {job}")), 150, "the job to pend for nodes")
     _set_node_sets(kubectl, namespace, None, big=1, sharedMemorySize="128Mi")
     until(lambda: _job_state(login, job) == "COMPLETED", 300, "the job to run once big is back")
     assert login.run("cat /root/userpath/zero.out").strip() == f"{NAME}-big-0"

@@ -14,10 +14,11 @@ import (
 	_ "github.com/coredns/coredns/plugin/loadbalance"
 	_ "github.com/coredns/coredns/plugin/log"
 	_ "github.com/coredns/coredns/plugin/ready"
+	_ "github.com/coredns/coredns/plugin/template"
 )
 
 func init() {
-	dnsserver.Directives = []string{"bind", "ready", "health", "errors", "log", "loadbalance", "cache", "kubernetes"}
+	dnsserver.Directives = []string{"bind", "ready", "health", "errors", "log", "loadbalance", "cache", "template", "kubernetes"}
 }
 
 func main() {
