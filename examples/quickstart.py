@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 CHARTS = ROOT / "charts"
-IMAGES = ("controller", "worker", "login", "populate-jail", "operator")
+IMAGES = ("controller", "worker", "login", "populate-jail", "operator", "database")
 OPERATOR_RELEASE = "soperator"
 
 

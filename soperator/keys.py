@@ -26,6 +26,11 @@ def generate_jwt_key() -> bytes:
     return os.urandom(JWT_KEY_BYTES)
 
 
+def generate_db_password() -> bytes:
+    """Hex: slurmdbd.conf holds it unquoted, and MariaDB takes it as is."""
+    return os.urandom(24).hex().encode()
+
+
 def _host_key(key) -> SshHostKey:
     private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
                                 serialization.NoEncryption()).decode()

@@ -28,6 +28,9 @@ MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
     "MessageTimeout", "KillWait", "MinJobAge", "MaxJobCount", "DefMemPerCPU", "GresTypes",
     "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "NodeName", "PartitionName",
     "NodeSet", "DownNodes", "FrontendName", "Include", "MaxNodeCount",
+    # spec.accounting's
+    "AccountingStorageType", "AccountingStorageHost", "AccountingStoragePort", "AccountingStorageUser",
+    "AccountingStoragePass",
     # keys of the node and NodeSet lines, which a global line would redefine or break
     "CPUs", "RealMemory", "Gres", "Feature", "Features", "State"))
 MANAGED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "Default", "MaxTime", "State"))

@@ -23,6 +23,7 @@ class Images(ApiModel):
     worker: Optional[ImageRef] = None
     login: Optional[ImageRef] = None
     populate_jail: Optional[ImageRef] = None
+    database: Optional[ImageRef] = Field(default=None, description="the accounting database (MariaDB)")
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     pull_secrets: list[DnsLabel] = Field(
         default_factory=list, max_length=16,
@@ -275,6 +276,37 @@ class SecretRefs(ApiModel):
         default=None, description="a Secret whose key jwt_hs256.key signs the operator's slurmrestd tokens")
 
 
+DbName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")]
+
+
+class ExternalDatabase(ApiModel):
+    """A MySQL/MariaDB the cluster's admin runs; slurmdbd gets its own database and user there."""
+
+    host: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$")]
+    port: int = Field(default=3306, ge=1, le=65535)
+    user: DbName = "slurm"
+    database: DbName = "slurm_acct_db"
+    password_secret: DnsLabel = Field(description="a Secret in the cluster's namespace whose key `password` "
+                                      "is the user's password")
+
+
+class ManagedDatabase(ApiModel):
+    """The MariaDB the operator runs for the cluster (image `database`), its data on a PVC."""
+
+    claim_name: Optional[DnsLabel] = Field(default=None, description="an existing PVC (e.g. from the "
+                                           "slurm-cluster-storage chart, kept on uninstall); else one per pod")
+    size: Quantity = "10Gi"
+    storage_class_name: Optional[DnsLabel] = None
+
+
+class AccountingSpec(ApiModel):
+    """slurmdbd and its database: job history (sacct), fair share, QoS and limits."""
+
+    enabled: bool = False
+    external: Optional[ExternalDatabase] = Field(default=None, description="absent: the operator runs MariaDB")
+    managed: ManagedDatabase = Field(default_factory=ManagedDatabase)
+
+
 def _node_sets_default() -> list[NodeSetSpec]:
     return [NodeSetSpec(name="worker")]
 
@@ -298,6 +330,7 @@ class SlurmClusterSpec(ApiModel):
     jail: JailSpec = Field(default_factory=JailSpec)
     populate_jail: PopulateJailSpec = Field(default_factory=PopulateJailSpec)
     secrets: SecretRefs = Field(default_factory=SecretRefs)
+    accounting: AccountingSpec = Field(default_factory=AccountingSpec)
     slurm_config: SlurmConfig = Field(default_factory=SlurmConfig)
     cgroup_config: CgroupConfig = Field(default_factory=CgroupConfig)
     plug_stack: PlugStack = Field(default_factory=PlugStack)

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 
+from .database import SOCKET as DB_SOCKET, ensure_account, prepare_datadir, server_argv
 from .hold import hold, release
 from .mounts import LOGIN, WORKER, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
 from .reconfigure import ConfigWatch
@@ -193,6 +194,30 @@ def release_nodes(sup: Supervisor) -> None:
     release()
 
 
-ROLES = {"controller": controller, "worker": worker, "login": login}
+DB_DATA = "/var/lib/mysql"
+DB_PASSWORD = "/etc/soperator/db/password"
+SLURMDBD_CONF_GIVEN = "/etc/soperator/slurmdbd/slurmdbd.conf"
+SLURMDBD_DIR = "/run/slurmdbd"
+
+
+def database(sup: Supervisor) -> None:
+    """MariaDB for slurmdbd: its data directory made on first start, its account set every start."""
+    log("a new data directory" if prepare_datadir(DB_DATA) else "the existing data directory")
+    proc = sup.start("mariadbd", server_argv(DB_DATA))
+    if not wait_for_path(DB_SOCKET, 120, proc):
+        raise NodeError("mariadbd did not create its socket")
+    with open(DB_PASSWORD) as fh:
+        ensure_account(os.environ["SOPERATOR_DB_NAME"], os.environ["SOPERATOR_DB_USER"], fh.read().strip())
+    log("database and slurmdbd's account ready")
+
+
+def slurmdbd(sup: Supervisor) -> None:
+    """slurmdbd reads slurmdbd.conf beside $SLURM_CONF, and refuses one that others may read."""
+    start_munged(sup)
+    install_key(SLURMDBD_CONF_GIVEN, os.path.join(SLURMDBD_DIR, "slurmdbd.conf"), "slurm")
+    sup.start("slurmdbd", ["slurmdbd", "-D"], env={**os.environ, "SLURM_CONF": os.path.join(SLURMDBD_DIR, "slurm.conf")})
+
+
+ROLES = {"controller": controller, "worker": worker, "login": login, "database": database, "slurmdbd": slurmdbd}
 # Roles that finish: the populate Job's steps around an overwrite.
 ONE_SHOT = {"hold-nodes": hold_nodes, "release-nodes": release_nodes}

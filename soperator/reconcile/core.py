@@ -15,7 +15,8 @@ from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.reconcile import conditions
 from soperator.reconcile.conditions import Cond
-from soperator.reconcile.diff import contains
+from soperator.reconcile.accounting import ensure_accounting
+from soperator.reconcile.apply import ensure
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
 from soperator.reconcile.node_actions import (act_on_maintenance, act_on_plans, act_on_rollouts, remove_node_sets,
@@ -39,16 +40,6 @@ class Result:
     slurm_nodes: dict | None = None  # None: unknown this time; the last known counts stay
     endpoint: str | None = None
     slurm: Target | None = None  # how /metrics reads this cluster's Slurm, once it could be reached
-
-
-def ensure(kube: Kube, obj: dict) -> bool:
-    """Apply obj unless the live object already holds it; True if it wrote."""
-    meta = obj["metadata"]
-    live = kube.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
-    if live is not None and contains(live, obj):
-        return False
-    kube.apply(obj)
-    return True
 
 
 def _ready(sts: dict | None) -> dict[str, int]:
@@ -107,6 +98,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     maintenance = act_on_maintenance(cluster, seen)
     for obj in slurm_nodes(cluster, {name: plan.replicas for name, plan in plans.items()}):
         ensure(kube, obj)
+    accounting = ensure_accounting(kube, cluster)
     remove_node_sets(kube, cluster, removed, plans)
     live = _live_sets(kube, cluster)
     pods = worker_pods(kube, cluster, seen)
@@ -124,7 +116,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         conds.append(Cond(f"{label}Ready", ready, "AllReady" if ready else "NotReady",
                           f"{c['ready']}/{c['desired']} ready"))
     node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plans, pods, waited)
-    conds += [seen.condition, scaled, updated, maintenance]
+    conds += [seen.condition, scaled, updated, maintenance] + ([accounting] if accounting else [])
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
     target = None if seen.client is None else Target(

@@ -68,6 +68,8 @@ def _context(cluster: SlurmCluster) -> dict:
         "plug_stack": cluster.spec.plug_stack, "cgroup": cluster.spec.cgroup_config, "login": cluster.spec.login,
         "controller_host": controller_host(cluster), "gres_types": gres_types,
         "placeholders": {n.name: (placeholder_node_name(cluster, n), worker_node_conf(n)) for n in node_sets},
+        "accounting": cluster.spec.accounting.enabled, "slurmdbd_address": slurmdbd_address(cluster),
+        "slurmdbd_port": SLURMDBD_PORT,
     }
 
 
@@ -80,6 +82,18 @@ def slurm_files(cluster: SlurmCluster) -> dict[str, str]:
 
 
 SLURMDBD_PORT = 6819
+SLURMDBD = "slurmdbd"
+
+
+def slurmdbd_host(cluster: SlurmCluster) -> str:
+    """The slurmdbd pod's host name: slurmdbd.conf's DbdHost must be it."""
+    return f"{object_name(cluster, SLURMDBD)}-0"
+
+
+def slurmdbd_address(cluster: SlurmCluster) -> str:
+    """Where slurmctld reaches slurmdbd (AccountingStorageHost): the pod in its headless Service."""
+    return (f"{slurmdbd_host(cluster)}.{object_name(cluster, SLURMDBD)}.{cluster.namespace}.svc."
+            f"{cluster.spec.cluster_domain}")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ from soperator.render.common import (Obj, metadata, object_name, resources, secr
                                      tcp_probe)
 from soperator.render.configs import SLURMCTLD_PORT
 from soperator.render.nodes import (CONTROLLER, CONTROLLER_CAPABILITIES, headless_service, jail_volumes, node_pod,
-                                    root_security_context, slurm_mounts, slurm_volumes, stateful_set)
+                                    persistent_volume, root_security_context, slurm_mounts, slurm_volumes,
+                                    stateful_set)
 from soperator.render.paths import PATHS
 from soperator.render.secrets import jwt_key_secret_name
 
@@ -18,12 +19,7 @@ NOBODY = 65534
 def _spool(cluster: SlurmCluster) -> tuple[list[Obj], list[Obj]]:
     """(pod volumes, volumeClaimTemplates) for StateSaveLocation: a named PVC or one per pod."""
     spool = cluster.spec.controller.spool
-    if spool.claim_name:
-        return [{"name": "spool", "persistentVolumeClaim": {"claimName": spool.claim_name}}], []
-    claim: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": spool.size}}}
-    if spool.storage_class_name:
-        claim["storageClassName"] = spool.storage_class_name
-    return [], [{"metadata": {"name": "spool"}, "spec": claim}]
+    return persistent_volume("spool", spool.claim_name, spool.size, spool.storage_class_name)
 
 
 def controller_stateful_set(cluster: SlurmCluster) -> Obj:

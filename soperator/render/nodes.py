@@ -41,6 +41,17 @@ def slurm_mounts(configs: bool = True) -> list[Obj]:
     return config + [{"name": "munge-key", "mountPath": PATHS.munge_key_dir, "readOnly": True}]
 
 
+def persistent_volume(name: str, claim_name: str | None, size: str,
+                      storage_class_name: str | None) -> tuple[list[Obj], list[Obj]]:
+    """(pod volumes, volumeClaimTemplates) for a pod's own data: a named PVC, or one made per pod."""
+    if claim_name:
+        return [{"name": name, "persistentVolumeClaim": {"claimName": claim_name}}], []
+    claim: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+    if storage_class_name:
+        claim["storageClassName"] = storage_class_name
+    return [], [{"metadata": {"name": name}, "spec": claim}]
+
+
 def jail_volumes(cluster: SlurmCluster, extra: list[JailSubMount] = ()) -> list[Obj]:
     """The jail and its sub-mounts (the cluster's, then `extra`: a node set's own)."""
     jail = cluster.spec.jail

@@ -54,3 +54,17 @@ def ssh_host_keys_secret(cluster: SlurmCluster, keys: dict[str, SshHostKey]) -> 
         files[f"ssh_host_{key_type}_key"] = keys[key_type].private.encode()
         files[f"ssh_host_{key_type}_key.pub"] = keys[key_type].public.encode() + b"\n"
     return _key_secret(cluster, ssh_host_keys_secret_name(cluster), "login", files)
+
+
+DB_PASSWORD_FILE = "password"
+
+
+def db_password_secret_name(cluster: SlurmCluster) -> str:
+    """The accounting database's password: the user's Secret for an external database, else ours."""
+    external = cluster.spec.accounting.external
+    return external.password_secret if external else object_name(cluster, "db-password")
+
+
+def db_password_secret(cluster: SlurmCluster, password: bytes) -> Obj:
+    """The managed accounting database's password: generated once, immutable, never rotated by accident."""
+    return _key_secret(cluster, db_password_secret_name(cluster), "database", {DB_PASSWORD_FILE: password})

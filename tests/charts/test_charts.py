@@ -24,7 +24,10 @@ VALUE_VARIANTS = {
                                    "--set", "subMounts[0].size=1Ti"],
                               ["--set", "jail.persistentVolume.enabled=true", "--set",
                                "jail.persistentVolume.nfs.server=nfs.example", "--set",
-                               "jail.persistentVolume.nfs.path=/export/jail"]],
+                               "jail.persistentVolume.nfs.path=/export/jail"],
+                              ["--set", "accountingDatabase.enabled=true", "--set",
+                               "accountingDatabase.persistentVolume.enabled=true", "--set",
+                               "accountingDatabase.persistentVolume.hostPath=/srv/accounting-db"]],
 }
 
 

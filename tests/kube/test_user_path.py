@@ -8,7 +8,8 @@ with its own partition (jobs land where the partition says; adding and scaling i
 untouched), Slurm's view in the CR status and the pod conditions (read by the operator through
 slurmrestd with its JWT) equal to sinfo's, a partition change that must reach every node with no pod
 replaced, scale-in, an update and a controller restart under running jobs, scale to zero with a job
-pending, a node set removed, and `helm uninstall`, which must leave the jail and its data.
+pending, a node set removed, accounting switched on (a job in sacct), and `helm uninstall`, which must
+leave the jail and its data.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from tests.support_paths import ROOT
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 SCRIPT = ROOT / "examples" / "quickstart.py"
-IMAGES = ("controller", "worker", "login", "populate-jail", "operator")
+IMAGES = ("controller", "worker", "login", "populate-jail", "operator", "database")
 NAME = "up"
 # Each step writes who it is and which root it sees (device:inode of /), into the shared jail.
 JOB = """#!/bin/bash
@@ -159,6 +160,7 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         _controller_restart_keeps_the_running_job(kubectl, namespace, login)
         _scale_to_zero_pends_jobs_until_scaled_up(kubectl, namespace, login)
         _removed_node_set_goes_and_the_rest_stays(kubectl, namespace, login)
+        _accounting_records_jobs(kubectl, namespace, login, local_cluster, tools)
     finally:
         login.close()
 
@@ -279,6 +281,32 @@ def _removed_node_set_goes_and_the_rest_stays(kubectl, namespace: str, login: Lo
           "the removed node set's StatefulSet to be deleted")
     until(lambda: f"{NAME}-big" not in login.run("sinfo -h -N -o %N"), 120, "its node records gone")
     assert _pod_uids(kubectl, namespace) == pods
+
+
+def _accounting_records_jobs(kubectl, namespace: str, login: Login, local_cluster, tools) -> None:
+    """Accounting switched on: the storage chart gives the database its kept volume, the CR turns it on;
+    the operator starts MariaDB and slurmdbd, slurmctld takes the new slurm.conf, and a job is in
+    sacct, COMPLETED 0:0, read from the login node."""
+    volume = local_cluster.volumes / f"{namespace}-{NAME}-accounting-db"
+    subprocess.run([str(tools["helm"]), "--kubeconfig", str(local_cluster.plane.kubeconfig), "upgrade",
+                    f"{NAME}-storage", str(ROOT / "charts" / "slurm-cluster-storage"), "-n", namespace,
+                    "--reuse-values", "--set", "accountingDatabase.enabled=true", "--set",
+                    "accountingDatabase.persistentVolume.enabled=true", "--set",
+                    f"accountingDatabase.persistentVolume.hostPath={volume}"], check=True, capture_output=True,
+                   timeout=120)
+    kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
+        {"spec": {"accounting": {"enabled": True, "managed": {"claimName": f"{NAME}-accounting-db"}}}}))
+
+    def condition() -> dict:
+        body = json.loads(kubectl("-n", namespace, "get", "slurmcluster", NAME, "-o", "json").stdout)
+        return next((c for c in body["status"]["conditions"] if c["type"] == "AccountingReady"), {})
+    until(lambda: condition().get("status") == "True", 300, "AccountingReady", interval=2)
+    until(lambda: "accounting_storage/slurmdbd" in login.run("scontrol show config | grep AccountingStorageType"),
+          180, "slurmctld to take accounting on", interval=2)
+    job = login.run("sbatch --parsable --wait -o /dev/null --wrap true").strip()
+    until(lambda: login.run(f"sacct -a -n -X -P -j {job} -o State,ExitCode || true").strip() == "COMPLETED|0:0",
+          120, "the job's record in sacct", interval=2)
+    assert (volume / "slurm_acct_db").is_dir()  # the database lives on the kept volume
 
 
 def _operator_pods(kubectl, namespace: str) -> list[str]:

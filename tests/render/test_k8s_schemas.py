@@ -33,6 +33,17 @@ def test_variant_objects_validate(keys, version):
         kubernetes_validate.validate(obj, version, strict=True)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("database", [{}, {"managed": {"claimName": "acct-db"}},
+                                      {"external": {"host": "db.example", "passwordSecret": "db"}}])
+def test_accounting_objects_validate(keys, version, database):
+    from soperator.render.accounting import slurmdbd_conf_secret
+
+    cluster = make_cluster(accounting={"enabled": True, **database})
+    for obj in [*_all_objects(cluster, keys), slurmdbd_conf_secret(cluster, "0123abcd")]:
+        kubernetes_validate.validate(obj, version, strict=True)
+
+
 def test_strict_validation_catches_a_typo(keys):
     obj = [o for o in render_all(make_cluster(), keys) if o["kind"] == "StatefulSet"][-1]
     obj["spec"]["template"]["spec"]["containerz"] = []

@@ -296,3 +296,42 @@ def test_slurmdbd_conf_carries_the_storage_and_refuses_a_password_it_cannot_hold
     for bad in ("", "two words", "hash#tag", 'quo"te', "new\nline"):
         with pytest.raises(ValueError, match="password"):
             slurmdbd_conf(cluster, "demo-slurmdbd-0", Storage("db", 3306, "slurm", bad))
+
+
+def test_accounting_renders_slurmdbd_and_its_database_with_the_password_in_secrets_only(keys):
+    from soperator.render.accounting import slurmdbd_conf_secret
+    from soperator.render.secrets import db_password_secret
+
+    password = "f00dfeedcafe1234"
+    off = make_cluster()
+    assert "AccountingStorage" not in slurm_files(off)["slurm.conf"]
+    assert not [o for o in render_all(off, keys) if "slurmdbd" in o["metadata"]["name"]]
+    cluster = make_cluster(accounting={"enabled": True, "managed": {"claimName": "acct-db"}})
+    objects = render_all(cluster, keys) + [slurmdbd_conf_secret(cluster, password),
+                                           db_password_secret(cluster, password.encode())]
+    by_name = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    conf = slurm_files(cluster)["slurm.conf"]
+    assert "AccountingStorageType=accounting_storage/slurmdbd\n" in conf
+    assert "AccountingStorageHost=demo-slurmdbd-0.demo-slurmdbd.hpc.svc.cluster.local\n" in conf
+    assert "PriorityType=priority/multifactor\n" in conf
+    dbd = by_name[("StatefulSet", "demo-slurmdbd")]["spec"]["template"]["spec"]
+    db = by_name[("StatefulSet", "demo-database")]["spec"]["template"]["spec"]
+    assert "/controller:" in dbd["containers"][0]["image"] and "/database:" in db["containers"][0]["image"]
+    assert {"name": "data", "persistentVolumeClaim": {"claimName": "acct-db"}} in db["volumes"]
+    for pod in (dbd, db):
+        ctx = pod["containers"][0]["securityContext"]
+        assert ctx["allowPrivilegeEscalation"] is False and "privileged" not in ctx
+    # The password: in the two Secrets, base64, and nowhere else (no ConfigMap, env, arg or label).
+    secret_names = {("Secret", "demo-slurmdbd-conf"), ("Secret", "demo-db-password")}
+    encoded = [base64.b64encode(password.encode()).decode()]
+    for key, obj in by_name.items():
+        text = json.dumps(obj)
+        assert (password in text or encoded[0] in text) == (key == ("Secret", "demo-db-password")), key
+    stored = base64.b64decode(by_name[("Secret", "demo-slurmdbd-conf")]["data"]["slurmdbd.conf"]).decode()
+    assert f"StoragePass={password}\n" in stored and "DbdHost=demo-slurmdbd-0\n" in stored
+    assert secret_names <= set(by_name)
+    external = make_cluster(accounting={"enabled": True, "external": {"host": "db.example", "passwordSecret": "db"}})
+    names = {o["metadata"]["name"] for o in render_all(external, keys)}
+    assert "demo-slurmdbd" in names and "demo-database" not in names
+    assert "StorageHost=db.example\n" in base64.b64decode(
+        slurmdbd_conf_secret(external, password)["data"]["slurmdbd.conf"]).decode()

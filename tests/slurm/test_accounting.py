@@ -9,7 +9,8 @@ import secrets
 import pytest
 
 from soperator.keys import generate_munge_key
-from soperator.render.configs import Storage, controller_host, slurm_files, slurmdbd_conf, worker_node_conf
+from soperator.render.configs import (Storage, controller_host, slurm_files, slurmdbd_address, slurmdbd_conf,
+                                      worker_node_conf)
 from tests.conftest import make_cluster
 from tests.support.slurm import SlurmSandbox, node_image
 from tests.support.thin_jail import make_thin_jail
@@ -23,18 +24,16 @@ NODE = f"{NAME}-cpu-0"
 @pytest.fixture(scope="module")
 def accounted(tmp_path_factory):
     password = secrets.token_hex(16)
-    host = None
-    cluster = make_cluster(name=NAME, nodeSets=[{"name": "cpu", "replicas": 1}], slurmConfig={
-        "proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
-        "extra": {"SchedulerParameters": "batch_sched_delay=0", "JobCompType": "jobcomp/none",
-                  "AccountingStorageType": "accounting_storage/slurmdbd",
-                  "AccountingStorageHost": "ACCT_HOST"}})
+    cluster = make_cluster(name=NAME, nodeSets=[{"name": "cpu", "replicas": 1}], accounting={"enabled": True},
+                           slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
+                                        "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
     host = controller_host(cluster)
     files = slurm_files(cluster)
-    files["slurm.conf"] = files["slurm.conf"].replace("ACCT_HOST", host)
+    # slurmdbd runs in the same box here: DbdHost is the box's name; slurmctld reaches it by the
+    # address the rendered slurm.conf gives (mapped to the box in its /etc/hosts).
     files["slurmdbd.conf"] = slurmdbd_conf(cluster, host, Storage("127.0.0.1", 3306, "slurm", password))
     work = tmp_path_factory.mktemp("accounting")
-    box = SlurmSandbox(work, files, host, generate_munge_key(), names=[NODE], slurmd=NODE,
+    box = SlurmSandbox(work, files, host, generate_munge_key(), names=[NODE, slurmdbd_address(cluster)], slurmd=NODE,
                        node_conf=worker_node_conf(cluster.spec.node_sets[0]), jail=make_thin_jail(work / "jail"),
                        accounting={"database": "slurm_acct_db", "user": "slurm", "password": password},
                        image=node_image("database"))

@@ -1,0 +1,101 @@
+"""Accounting: slurmdbd (a one-pod StatefulSet of the controller image) and, unless the spec names an
+external database, its MariaDB (the `database` image) on a PVC. The database password lives only in
+Secrets: the password Secret (generated once like the munge key, or the user's) and slurmdbd.conf's."""
+from __future__ import annotations
+
+import base64
+
+from soperator.api.cluster import SlurmCluster
+from soperator.render.common import Obj, metadata, object_name, resources, secret_volume, selector_labels, tcp_probe
+from soperator.render.configs import SLURMDBD, SLURMDBD_PORT, Storage, slurmdbd_conf, slurmdbd_host
+from soperator.render.secrets import db_password_secret_name
+from soperator.render.nodes import (CONTROLLER_CAPABILITIES, headless_service, node_pod,
+                                    persistent_volume, root_security_context, slurm_mounts, slurm_volumes,
+                                    stateful_set)
+
+DATABASE = "database"
+DB_PORT = 3306
+MANAGED_DB_USER = "slurm"
+MANAGED_DB_NAME = "slurm_acct_db"
+SLURMDBD_CONF_DIR = "/etc/soperator/slurmdbd"
+DB_PASSWORD_DIR = "/etc/soperator/db"
+
+
+def slurmdbd_conf_secret_name(cluster: SlurmCluster) -> str:
+    return object_name(cluster, "slurmdbd-conf")
+
+
+def storage(cluster: SlurmCluster, password: str) -> Storage:
+    external = cluster.spec.accounting.external
+    if external:
+        return Storage(external.host, external.port, external.user, password, external.database)
+    host = f"{object_name(cluster, DATABASE)}.{cluster.namespace}.svc.{cluster.spec.cluster_domain}"
+    return Storage(host, DB_PORT, MANAGED_DB_USER, password, MANAGED_DB_NAME)
+
+
+def slurmdbd_conf_secret(cluster: SlurmCluster, password: str) -> Obj:
+    """Rendered from the password Secret on each reconcile (a changed external password reaches it)."""
+    conf = slurmdbd_conf(cluster, slurmdbd_host(cluster), storage(cluster, password))
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": metadata(cluster, slurmdbd_conf_secret_name(cluster), SLURMDBD),
+            "data": {"slurmdbd.conf": base64.b64encode(conf.encode()).decode()}}
+
+
+def _pod(cluster: SlurmCluster, name: str, image: str, port: int, env: list[Obj], mounts: list[Obj],
+         volumes: list[Obj]) -> Obj:
+    spec = cluster.spec
+    container = {
+        "name": name, "image": image, "imagePullPolicy": spec.images.pull_policy,
+        "env": env, "ports": [{"name": name, "containerPort": port, "protocol": "TCP"}],
+        # Root with the controller's capabilities: each daemon drops to its own user (slurm, mysql).
+        "securityContext": root_security_context(CONTROLLER_CAPABILITIES),
+        "volumeMounts": mounts,
+        "readinessProbe": tcp_probe(port, period=5, failures=3),
+        "livenessProbe": tcp_probe(port, period=15, failures=8),
+        "resources": resources(spec.controller),
+    }
+    return node_pod(cluster, spec.controller, container, volumes, grace_seconds=60)
+
+
+def slurmdbd_stateful_set(cluster: SlurmCluster) -> Obj:
+    pod = _pod(cluster, SLURMDBD, cluster.spec.images.ref("controller"), SLURMDBD_PORT,
+               [{"name": "SOPERATOR_COMPONENT", "value": SLURMDBD}],
+               slurm_mounts(configs=False) + [{"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR,
+                                               "readOnly": True}],
+               slurm_volumes(cluster, configs=False) + [
+                   secret_volume("slurmdbd-conf", slurmdbd_conf_secret_name(cluster), 0o400)])
+    return stateful_set(cluster, SLURMDBD, 1, pod, {})
+
+
+def slurmdbd_service(cluster: SlurmCluster) -> Obj:
+    return headless_service(cluster, SLURMDBD, [{"name": SLURMDBD, "port": SLURMDBD_PORT,
+                                                 "targetPort": SLURMDBD_PORT, "protocol": "TCP"}])
+
+
+def database_stateful_set(cluster: SlurmCluster) -> Obj:
+    managed = cluster.spec.accounting.managed
+    data_volumes, claim_templates = persistent_volume("data", managed.claim_name, managed.size,
+                                                      managed.storage_class_name)
+    pod = _pod(cluster, DATABASE, cluster.spec.images.ref("database"), DB_PORT,
+               [{"name": "SOPERATOR_COMPONENT", "value": DATABASE},
+                {"name": "SOPERATOR_DB_NAME", "value": MANAGED_DB_NAME},
+                {"name": "SOPERATOR_DB_USER", "value": MANAGED_DB_USER}],
+               [{"name": "data", "mountPath": "/var/lib/mysql"},
+                {"name": "db-password", "mountPath": DB_PASSWORD_DIR, "readOnly": True}],
+               data_volumes + [secret_volume("db-password", db_password_secret_name(cluster), 0o400)])
+    return stateful_set(cluster, DATABASE, 1, pod, {}, claim_templates)
+
+
+def database_service(cluster: SlurmCluster) -> Obj:
+    """A ClusterIP Service: slurmdbd is its only client."""
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata(cluster, object_name(cluster, DATABASE), DATABASE),
+            "spec": {"selector": selector_labels(cluster, DATABASE),
+                     "ports": [{"name": "mysql", "port": DB_PORT, "targetPort": DB_PORT, "protocol": "TCP"}]}}
+
+
+def accounting_objects(cluster: SlurmCluster) -> list[Obj]:
+    """Everything but slurmdbd.conf's Secret (it needs the password): none when accounting is off."""
+    if not cluster.spec.accounting.enabled:
+        return []
+    managed = [] if cluster.spec.accounting.external else [database_service(cluster), database_stateful_set(cluster)]
+    return managed + [slurmdbd_service(cluster), slurmdbd_stateful_set(cluster)]
