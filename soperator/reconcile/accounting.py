@@ -1,12 +1,13 @@
 """Accounting's objects: slurmdbd.conf's Secret (rendered from the password Secret), slurmdbd and,
-unless external, the database; the AccountingReady condition."""
+unless external, the database; the AccountingReady condition. slurm.conf names slurmdbd only once
+this condition is True (core.converge passes it to the ConfigMap's renderer)."""
 from __future__ import annotations
 
 import base64
 
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
-from soperator.reconcile.apply import ensure
+from soperator.reconcile.apply import create_once, ensure
 from soperator.reconcile.conditions import Cond
 from soperator.render.accounting import DATABASE, accounting_objects, slurmdbd_conf_secret
 from soperator.render.common import object_name
@@ -27,7 +28,8 @@ def ensure_accounting(kube: Kube, cluster: SlurmCluster) -> Cond | None:
         conf = slurmdbd_conf_secret(cluster, base64.b64decode(encoded).decode().strip())
     except (ValueError, UnicodeDecodeError) as exc:
         return Cond("AccountingReady", False, "BadPassword", f"Secret {cluster.namespace}/{name}: {exc}")
-    for obj in [conf, *accounting_objects(cluster)]:
+    create_once(kube, conf)
+    for obj in accounting_objects(cluster, conf["metadata"]["name"]):
         ensure(kube, obj)
     parts = [SLURMDBD] + ([] if cluster.spec.accounting.external else [DATABASE])
     waiting = [p for p in parts if not _ready(kube, cluster, p)]

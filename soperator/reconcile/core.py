@@ -1,6 +1,7 @@
 """One level-based reconcile of a SlurmCluster: called on every event and periodically, idempotent.
 
-Order and gates: validate → key Secrets (create if absent, never regenerate) → ConfigMaps →
+Order and gates: validate → key Secrets (create if absent, never regenerate) → accounting's slurmdbd
+and database → ConfigMaps (slurm.conf names slurmdbd once it is ready) →
 populate-jail Job (the rest waits until it succeeded) → Slurm's view of the workers (once the
 controller is ready) → drains for scale-ins and removed node sets → controller, node sets, login →
 rollouts → status and worker pod conditions.
@@ -84,12 +85,13 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     conds.append(secrets)
     if not secrets.ok:
         return Result("Error", conds)
-    for obj in config_maps(cluster):
+    accounting = ensure_accounting(kube, cluster)
+    for obj in config_maps(cluster, accounting_live=bool(accounting and accounting.ok)):
         ensure(kube, obj)
     populated = populate_state(kube, cluster)
     conds.append(populated)
     if not populated.ok:
-        return Result("Error" if populated.ok is False else "Populating", conds)
+        return Result("Error" if populated.ok is False else "Populating", conds + ([accounting] if accounting else []))
     controller = kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, CONTROLLER))
     seen = observe(kube, cluster, _ready(controller)["ready"] > 0, connect)
     removed = removed_node_sets(kube, cluster)
@@ -98,7 +100,6 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     maintenance = act_on_maintenance(cluster, seen)
     for obj in slurm_nodes(cluster, {name: plan.replicas for name, plan in plans.items()}):
         ensure(kube, obj)
-    accounting = ensure_accounting(kube, cluster)
     remove_node_sets(kube, cluster, removed, plans)
     live = _live_sets(kube, cluster)
     pods = worker_pods(kube, cluster, seen)

@@ -1,24 +1,13 @@
 """Key Secrets: generated once when absent, never regenerated, never overwritten."""
 from __future__ import annotations
 
-from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import ConflictError
-
 from soperator.api.cluster import SlurmCluster
 from soperator.keys import generate_db_password, generate_jwt_key, generate_munge_key, generate_ssh_host_keys
 from soperator.kube import Kube
+from soperator.reconcile.apply import create_once
 from soperator.reconcile.conditions import Cond
 from soperator.render.secrets import (db_password_secret, db_password_secret_name, jwt_key_secret, jwt_key_secret_name, munge_key_secret,
                                       munge_key_secret_name, ssh_host_keys_secret, ssh_host_keys_secret_name)
-
-
-def _create_once(kube: Kube, obj: dict) -> None:
-    try:
-        kube.create(obj)
-    except (ConflictError, ApiException) as exc:
-        # Another writer (an operator restarting, a second replica) created it first: keep theirs.
-        if getattr(exc, "status", None) != 409:
-            raise
 
 
 def ensure_secrets(kube: Kube, cluster: SlurmCluster) -> Cond:
@@ -40,6 +29,6 @@ def ensure_secrets(kube: Kube, cluster: SlurmCluster) -> Cond:
         if user_ref:
             return Cond("SecretsReady", False, "SecretNotFound",
                         f"Secret {cluster.namespace}/{name} named in the spec does not exist")
-        _create_once(kube, build())
+        create_once(kube, build())
     extra = ", accounting database password" if accounting.enabled else ""
     return Cond("SecretsReady", True, "Present", f"munge key, ssh host keys, JWT key{extra} present")

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from soperator.api.cluster import SlurmCluster
 from soperator.keys import SshHostKey, generate_jwt_key
-from soperator.render.accounting import accounting_objects
 from soperator.render.common import Obj
 from soperator.render.configs import slurm_configs_config_map, sshd_config_map
 from soperator.render.disruption import disruption_budgets
@@ -39,8 +38,9 @@ def secrets(cluster: SlurmCluster, keys: KeyMaterial) -> list[Obj]:
     return out
 
 
-def config_maps(cluster: SlurmCluster) -> list[Obj]:
-    return [slurm_configs_config_map(cluster), sshd_config_map(cluster)]
+def config_maps(cluster: SlurmCluster, accounting_live: bool = True) -> list[Obj]:
+    """`accounting_live`: slurmdbd answers, so slurm.conf may name it (see configs.slurm_files)."""
+    return [slurm_configs_config_map(cluster, accounting_live), sshd_config_map(cluster)]
 
 
 def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int] | None = None) -> list[Obj]:
@@ -59,5 +59,4 @@ def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int] | None = None) -
 def render_all(cluster: SlurmCluster, keys: KeyMaterial | None) -> list[Obj]:
     """Every object of the cluster; without keys, the generated Secrets are left out."""
     head = secrets(cluster, keys) if keys is not None else []
-    return head + config_maps(cluster) + [populate_jail_job(cluster)] + slurm_nodes(cluster) + \
-        accounting_objects(cluster)
+    return head + config_maps(cluster) + [populate_jail_job(cluster)] + slurm_nodes(cluster)

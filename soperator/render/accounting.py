@@ -4,6 +4,7 @@ Secrets: the password Secret (generated once like the munge key, or the user's) 
 from __future__ import annotations
 
 import base64
+import hashlib
 
 from soperator.api.cluster import SlurmCluster
 from soperator.render.common import Obj, metadata, object_name, resources, secret_volume, selector_labels, tcp_probe
@@ -21,10 +22,6 @@ SLURMDBD_CONF_DIR = "/etc/soperator/slurmdbd"
 DB_PASSWORD_DIR = "/etc/soperator/db"
 
 
-def slurmdbd_conf_secret_name(cluster: SlurmCluster) -> str:
-    return object_name(cluster, "slurmdbd-conf")
-
-
 def storage(cluster: SlurmCluster, password: str) -> Storage:
     external = cluster.spec.accounting.external
     if external:
@@ -34,10 +31,13 @@ def storage(cluster: SlurmCluster, password: str) -> Storage:
 
 
 def slurmdbd_conf_secret(cluster: SlurmCluster, password: str) -> Obj:
-    """Rendered from the password Secret on each reconcile (a changed external password reaches it)."""
+    """Immutable, named by its content's hash: the operator only ever creates Secrets (its RBAC has no
+    patch on them), and a changed password (an external database's) makes a new one, which rolls
+    slurmdbd's pod. Rendered from the password Secret on each reconcile."""
     conf = slurmdbd_conf(cluster, slurmdbd_host(cluster), storage(cluster, password))
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": metadata(cluster, slurmdbd_conf_secret_name(cluster), SLURMDBD),
+    name = f"{object_name(cluster, 'slurmdbd-conf')}-{hashlib.sha256(conf.encode()).hexdigest()[:10]}"
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "immutable": True,
+            "metadata": metadata(cluster, name, SLURMDBD),
             "data": {"slurmdbd.conf": base64.b64encode(conf.encode()).decode()}}
 
 
@@ -57,13 +57,13 @@ def _pod(cluster: SlurmCluster, name: str, image: str, port: int, env: list[Obj]
     return node_pod(cluster, spec.controller, container, volumes, grace_seconds=60)
 
 
-def slurmdbd_stateful_set(cluster: SlurmCluster) -> Obj:
+def slurmdbd_stateful_set(cluster: SlurmCluster, conf_secret: str) -> Obj:
     pod = _pod(cluster, SLURMDBD, cluster.spec.images.ref("controller"), SLURMDBD_PORT,
                [{"name": "SOPERATOR_COMPONENT", "value": SLURMDBD}],
                slurm_mounts(configs=False) + [{"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR,
                                                "readOnly": True}],
                slurm_volumes(cluster, configs=False) + [
-                   secret_volume("slurmdbd-conf", slurmdbd_conf_secret_name(cluster), 0o400)])
+                   secret_volume("slurmdbd-conf", conf_secret, 0o400)])
     return stateful_set(cluster, SLURMDBD, 1, pod, {})
 
 
@@ -93,9 +93,9 @@ def database_service(cluster: SlurmCluster) -> Obj:
                      "ports": [{"name": "mysql", "port": DB_PORT, "targetPort": DB_PORT, "protocol": "TCP"}]}}
 
 
-def accounting_objects(cluster: SlurmCluster) -> list[Obj]:
-    """Everything but slurmdbd.conf's Secret (it needs the password): none when accounting is off."""
+def accounting_objects(cluster: SlurmCluster, conf_secret: str) -> list[Obj]:
+    """Everything but slurmdbd.conf's Secret (`conf_secret`: its name); none when accounting is off."""
     if not cluster.spec.accounting.enabled:
         return []
     managed = [] if cluster.spec.accounting.external else [database_service(cluster), database_stateful_set(cluster)]
-    return managed + [slurmdbd_service(cluster), slurmdbd_stateful_set(cluster)]
+    return managed + [slurmdbd_service(cluster), slurmdbd_stateful_set(cluster, conf_secret)]

@@ -57,7 +57,7 @@ def placeholder_node_name(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
     return f"{cluster.name}-{node_set.name}-future"
 
 
-def _context(cluster: SlurmCluster) -> dict:
+def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:
     node_sets = cluster.spec.node_sets
     gres_types = sorted({g.split(":", 1)[0] for n in node_sets for g in node_gres(n)})
     return {
@@ -68,17 +68,21 @@ def _context(cluster: SlurmCluster) -> dict:
         "plug_stack": cluster.spec.plug_stack, "cgroup": cluster.spec.cgroup_config, "login": cluster.spec.login,
         "controller_host": controller_host(cluster), "gres_types": gres_types,
         "placeholders": {n.name: (placeholder_node_name(cluster, n), worker_node_conf(n)) for n in node_sets},
-        "accounting": cluster.spec.accounting.enabled, "slurmdbd_address": slurmdbd_address(cluster),
+        "accounting": cluster.spec.accounting.enabled and accounting_live,
+        "slurmdbd_address": slurmdbd_address(cluster),
         "slurmdbd_port": SLURMDBD_PORT,
     }
 
 
-def _render(template: str, cluster: SlurmCluster) -> str:
-    return _env().get_template(f"{template}.j2").render(**_context(cluster)).rstrip("\n") + "\n"
+def _render(template: str, cluster: SlurmCluster, accounting_live: bool = True) -> str:
+    return _env().get_template(f"{template}.j2").render(**_context(cluster, accounting_live)).rstrip("\n") + "\n"
 
 
-def slurm_files(cluster: SlurmCluster) -> dict[str, str]:
-    return {f: _render(f, cluster) for f in SLURM_FILES}
+def slurm_files(cluster: SlurmCluster, accounting_live: bool = True) -> dict[str, str]:
+    """`accounting_live` False keeps slurm.conf's accounting lines out until slurmdbd answers: a
+    slurmctld started with priority/multifactor and no slurmdbd to read associations from exits
+    ("It appears you don't have any association data from your database"; measured on the real node)."""
+    return {f: _render(f, cluster, accounting_live) for f in SLURM_FILES}
 
 
 SLURMDBD_PORT = 6819
@@ -130,10 +134,10 @@ def sshd_config_name(cluster: SlurmCluster) -> str:
     return object_name(cluster, "sshd-config")
 
 
-def slurm_configs_config_map(cluster: SlurmCluster) -> Obj:
+def slurm_configs_config_map(cluster: SlurmCluster, accounting_live: bool = True) -> Obj:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": metadata(cluster, slurm_configs_name(cluster), "slurm-configs"),
-            "data": slurm_files(cluster)}
+            "data": slurm_files(cluster, accounting_live)}
 
 
 def sshd_config_map(cluster: SlurmCluster) -> Obj:

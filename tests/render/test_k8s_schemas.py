@@ -37,10 +37,11 @@ def test_variant_objects_validate(keys, version):
 @pytest.mark.parametrize("database", [{}, {"managed": {"claimName": "acct-db"}},
                                       {"external": {"host": "db.example", "passwordSecret": "db"}}])
 def test_accounting_objects_validate(keys, version, database):
-    from soperator.render.accounting import slurmdbd_conf_secret
+    from soperator.render.accounting import accounting_objects, slurmdbd_conf_secret
 
     cluster = make_cluster(accounting={"enabled": True, **database})
-    for obj in [*_all_objects(cluster, keys), slurmdbd_conf_secret(cluster, "0123abcd")]:
+    conf = slurmdbd_conf_secret(cluster, "0123abcd")
+    for obj in [*_all_objects(cluster, keys), conf, *accounting_objects(cluster, conf["metadata"]["name"])]:
         kubernetes_validate.validate(obj, version, strict=True)
 
 

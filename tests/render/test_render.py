@@ -299,39 +299,45 @@ def test_slurmdbd_conf_carries_the_storage_and_refuses_a_password_it_cannot_hold
 
 
 def test_accounting_renders_slurmdbd_and_its_database_with_the_password_in_secrets_only(keys):
-    from soperator.render.accounting import slurmdbd_conf_secret
+    from soperator.render.accounting import accounting_objects, slurmdbd_conf_secret
     from soperator.render.secrets import db_password_secret
 
     password = "f00dfeedcafe1234"
     off = make_cluster()
-    assert "AccountingStorage" not in slurm_files(off)["slurm.conf"]
-    assert not [o for o in render_all(off, keys) if "slurmdbd" in o["metadata"]["name"]]
+    assert "AccountingStorage" not in slurm_files(off)["slurm.conf"] and accounting_objects(off, "x") == []
     cluster = make_cluster(accounting={"enabled": True, "managed": {"claimName": "acct-db"}})
-    objects = render_all(cluster, keys) + [slurmdbd_conf_secret(cluster, password),
-                                           db_password_secret(cluster, password.encode())]
+    conf = slurmdbd_conf_secret(cluster, password)
+    assert conf["immutable"] is True and conf["metadata"]["name"].startswith("demo-slurmdbd-conf-")
+    # Another password, another Secret (the operator only creates Secrets); the same one, the same name.
+    assert slurmdbd_conf_secret(cluster, "0ther")["metadata"]["name"] != conf["metadata"]["name"]
+    assert slurmdbd_conf_secret(cluster, password) == conf
+    objects = render_all(cluster, keys) + [conf, db_password_secret(cluster, password.encode()),
+                                           *accounting_objects(cluster, conf["metadata"]["name"])]
     by_name = {(o["kind"], o["metadata"]["name"]): o for o in objects}
-    conf = slurm_files(cluster)["slurm.conf"]
-    assert "AccountingStorageType=accounting_storage/slurmdbd\n" in conf
-    assert "AccountingStorageHost=demo-slurmdbd-0.demo-slurmdbd.hpc.svc.cluster.local\n" in conf
-    assert "PriorityType=priority/multifactor\n" in conf
+    # slurm.conf names slurmdbd only once it answers: a slurmctld with multifactor and no slurmdbd exits.
+    assert "AccountingStorage" not in slurm_files(cluster, accounting_live=False)["slurm.conf"]
+    live = slurm_files(cluster)["slurm.conf"]
+    assert "AccountingStorageType=accounting_storage/slurmdbd\n" in live
+    assert "AccountingStorageHost=demo-slurmdbd-0.demo-slurmdbd.hpc.svc.cluster.local\n" in live
+    assert "PriorityType=priority/multifactor\n" in live
     dbd = by_name[("StatefulSet", "demo-slurmdbd")]["spec"]["template"]["spec"]
     db = by_name[("StatefulSet", "demo-database")]["spec"]["template"]["spec"]
     assert "/controller:" in dbd["containers"][0]["image"] and "/database:" in db["containers"][0]["image"]
+    assert {"name": "slurmdbd-conf", "secret": {"secretName": conf["metadata"]["name"], "defaultMode": 0o400}} \
+        in dbd["volumes"]
     assert {"name": "data", "persistentVolumeClaim": {"claimName": "acct-db"}} in db["volumes"]
     for pod in (dbd, db):
         ctx = pod["containers"][0]["securityContext"]
         assert ctx["allowPrivilegeEscalation"] is False and "privileged" not in ctx
-    # The password: in the two Secrets, base64, and nowhere else (no ConfigMap, env, arg or label).
-    secret_names = {("Secret", "demo-slurmdbd-conf"), ("Secret", "demo-db-password")}
-    encoded = [base64.b64encode(password.encode()).decode()]
+    # The password: in the password Secret (base64) and, inside slurmdbd.conf, in the conf Secret only.
+    encoded = base64.b64encode(password.encode()).decode()
     for key, obj in by_name.items():
         text = json.dumps(obj)
-        assert (password in text or encoded[0] in text) == (key == ("Secret", "demo-db-password")), key
-    stored = base64.b64decode(by_name[("Secret", "demo-slurmdbd-conf")]["data"]["slurmdbd.conf"]).decode()
+        assert (password in text or encoded in text) == (key == ("Secret", "demo-db-password")), key
+    stored = base64.b64decode(conf["data"]["slurmdbd.conf"]).decode()
     assert f"StoragePass={password}\n" in stored and "DbdHost=demo-slurmdbd-0\n" in stored
-    assert secret_names <= set(by_name)
     external = make_cluster(accounting={"enabled": True, "external": {"host": "db.example", "passwordSecret": "db"}})
-    names = {o["metadata"]["name"] for o in render_all(external, keys)}
-    assert "demo-slurmdbd" in names and "demo-database" not in names
+    names = {o["metadata"]["name"] for o in accounting_objects(external, "c")}
+    assert names == {"demo-slurmdbd"}
     assert "StorageHost=db.example\n" in base64.b64decode(
         slurmdbd_conf_secret(external, password)["data"]["slurmdbd.conf"]).decode()
