@@ -79,6 +79,18 @@ class Kube:
             return False
         return True
 
+    def log_tail(self, namespace: str, pod: str, container: str, lines: int = 40) -> str:
+        """The container's last lines, else its previous run's (one waiting to restart has none);
+        '' when neither can be read (no pod yet, never started)."""
+        core = client.CoreV1Api(self.api_client)
+        for previous in (False, True):
+            try:
+                return core.read_namespaced_pod_log(pod, namespace, container=container, tail_lines=lines,
+                                                    limit_bytes=16384, previous=previous)
+            except client.ApiException:
+                continue
+        return ""
+
     def review_token(self, token: str) -> tuple[str, list[str]] | None:
         """The user and groups a bearer token belongs to (TokenReview), or None if it is not valid."""
         review = client.AuthenticationV1Api(self.api_client).create_token_review(

@@ -30,7 +30,7 @@ MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
     "NodeSet", "DownNodes", "FrontendName", "Include", "MaxNodeCount",
     # spec.accounting's
     "AccountingStorageType", "AccountingStorageHost", "AccountingStoragePort", "AccountingStorageUser",
-    "AccountingStoragePass",
+    "AccountingStoragePass", "AccountingStorageEnforce",
     # keys of the node and NodeSet lines, which a global line would redefine or break
     "CPUs", "RealMemory", "Gres", "Feature", "Features", "State"))
 MANAGED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "Default", "MaxTime", "State"))

@@ -9,6 +9,8 @@ import shutil
 import socket
 import subprocess
 
+from .associations import AssociationSync
+from .cluster_id import take_cluster_id_from_database
 from .database import SOCKET as DB_SOCKET, ensure_account, prepare_datadir, server_argv
 from .hold import hold, release
 from .mounts import LOGIN, WORKER, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
@@ -25,6 +27,7 @@ JWT_SECRET = "/etc/soperator/jwt/jwt_hs256.key"
 JWT_KEY = "/run/slurmctld-jwt/jwt_hs256.key"
 SLURMD_LOG = "/var/log/slurm/slurmd.log"
 SLURM_CONF = "/etc/slurm/slurm.conf"
+SLURMCTLD_STATE = "/var/spool/slurmctld"
 CONFIGLESS_DIR = "/run/slurm"
 SSHD_CONFIG = "/etc/ssh/soperator/sshd_config"
 ROOT_KEYS_GIVEN = "/etc/ssh/soperator/root_authorized_keys"
@@ -37,7 +40,7 @@ class NodeError(RuntimeError):
     pass
 
 
-def install_key(given: str, path: str, owner: str) -> None:
+def install_key(given: str, path: str, owner: str, mode: int = 0o400) -> None:
     """Copy a key from its Secret volume to where its daemon reads it, readable by `owner` only."""
     if not os.path.exists(given):
         raise NodeError(f"key Secret not mounted at {given}")
@@ -49,7 +52,7 @@ def install_key(given: str, path: str, owner: str) -> None:
         os.unlink(path)
     # Created with its final mode and owner before the first byte: never readable by anyone else.
     account = pwd.getpwnam(owner)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         os.fchown(fd, account.pw_uid, account.pw_gid)
         os.write(fd, key)
@@ -82,13 +85,15 @@ def controller(sup: Supervisor) -> None:
     require_jail()
     # slurmctld looks up every job user's groups for the job credential.
     log(f"accounts from the jail: {', '.join(use_jail_accounts(JAIL))}")
-    os.makedirs("/var/spool/slurmctld", exist_ok=True)
-    shutil.chown("/var/spool/slurmctld", "slurm", "slurm")
+    os.makedirs(SLURMCTLD_STATE, exist_ok=True)
+    shutil.chown(SLURMCTLD_STATE, "slurm", "slurm")
     # slurmctld checks slurmrestd callers' tokens with it (AuthAltParameters=jwt_key=...).
     install_key(JWT_SECRET, JWT_KEY, "slurm")
     start_munged(sup)
+    take_cluster_id_from_database(SLURM_CONF, SLURMCTLD_STATE)
     sup.start("slurmctld", ["slurmctld", "-D", "-f", SLURM_CONF])
     sup.every(5.0, ConfigWatch(os.path.dirname(SLURM_CONF)))
+    sup.every(10.0, AssociationSync(SLURM_CONF))
 
 
 def sticky_shm() -> None:
@@ -212,9 +217,10 @@ def database(sup: Supervisor) -> None:
 
 
 def slurmdbd(sup: Supervisor) -> None:
-    """slurmdbd reads slurmdbd.conf beside $SLURM_CONF, and refuses one that others may read."""
+    """slurmdbd reads slurmdbd.conf beside $SLURM_CONF, and refuses one whose mode is not exactly 0600
+    (0400 too: "should be 600", found on the real node)."""
     start_munged(sup)
-    install_key(SLURMDBD_CONF_GIVEN, os.path.join(SLURMDBD_DIR, "slurmdbd.conf"), "slurm")
+    install_key(SLURMDBD_CONF_GIVEN, os.path.join(SLURMDBD_DIR, "slurmdbd.conf"), "slurm", 0o600)
     sup.start("slurmdbd", ["slurmdbd", "-D"], env={**os.environ, "SLURM_CONF": os.path.join(SLURMDBD_DIR, "slurm.conf")})
 
 

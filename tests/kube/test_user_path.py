@@ -245,9 +245,7 @@ def _controller_restart_keeps_the_running_job(kubectl, namespace: str, login: Lo
     job = job.strip()
     until(lambda: _job_state(login, job) == "RUNNING", 60, "the job to run")
     start = login.run(f"scontrol -o show job {job}").split("StartTime=")[1].split()[0]
-    uid = _pod_uids(kubectl, namespace)[controller]
-    kubectl("-n", namespace, "delete", "pod", controller, "--wait=false")
-    until(lambda: _pod_uids(kubectl, namespace).get(controller) not in (None, uid), 120, "the new controller pod")
+    _replace_pod(kubectl, namespace, controller)
 
     def shown() -> str:
         code, out, _ = run(login.client, f"scontrol -o show job {job}", 30)
@@ -286,7 +284,8 @@ def _removed_node_set_goes_and_the_rest_stays(kubectl, namespace: str, login: Lo
 def _accounting_records_jobs(kubectl, namespace: str, login: Login, local_cluster, tools) -> None:
     """Accounting switched on: the storage chart gives the database its kept volume, the CR turns it on;
     the operator starts MariaDB and slurmdbd, slurmctld takes the new slurm.conf, and a job is in
-    sacct, COMPLETED 0:0, read from the login node."""
+    sacct, COMPLETED 0:0, read from the login node; a new jail user is accounted with no sacctmgr; the
+    controller's pod replaced, slurmctld starts again and accounts jobs."""
     volume = local_cluster.volumes / f"{namespace}-{NAME}-accounting-db"
     subprocess.run([str(tools["helm"]), "--kubeconfig", str(local_cluster.plane.kubeconfig), "upgrade",
                     f"{NAME}-storage", str(ROOT / "charts" / "slurm-cluster-storage"), "-n", namespace,
@@ -307,6 +306,21 @@ def _accounting_records_jobs(kubectl, namespace: str, login: Login, local_cluste
     until(lambda: login.run(f"sacct -a -n -X -P -j {job} -o State,ExitCode || true").strip() == "COMPLETED|0:0",
           120, "the job's record in sacct", interval=2)
     assert (volume / "slurm_acct_db").is_dir()  # the database lives on the kept volume
+    # A user added in the jail is put in the default account by the controller (no sacctmgr by hand),
+    # and their first job is recorded under it.
+    login.run("useradd -m -u 2001 -s /bin/bash alice")
+    until(lambda: login.run("sacctmgr -n -P list associations user=alice format=account").strip() == "users",
+          120, "alice's association", interval=2)
+    job = login.run("runuser -u alice -- sbatch --parsable --wait -o /dev/null --wrap true").strip()
+    until(lambda: login.run(f"sacct -a -n -X -P -j {job} -o Account,User,State || true").strip()
+          == "users|alice|COMPLETED", 120, "alice's job under the default account", interval=2)
+    # slurmctld's pod replaced now that it is accounted: its kept ClusterID predates slurmdbd's record
+    # of the cluster (found here: "CLUSTER ID MISMATCH", a crash loop); it starts and accounts jobs.
+    _replace_pod(kubectl, namespace, f"{NAME}-controller-0")
+    until(lambda: run(login.client, "scontrol ping", 30)[0] == 0, 240, "the new slurmctld to answer", interval=2)
+    job = login.run("sbatch --parsable --wait -o /dev/null --wrap true").strip()
+    until(lambda: login.run(f"sacct -a -n -X -P -j {job} -o State,ExitCode || true").strip() == "COMPLETED|0:0",
+          120, "a job's record after the controller's restart", interval=2)
 
 
 def _operator_pods(kubectl, namespace: str) -> list[str]:
@@ -345,6 +359,13 @@ def _slurm_view(kubectl, namespace: str) -> tuple[dict[str, dict], dict[str, dic
     conditions = {p["metadata"]["name"]: c for p in pods for c in p["status"].get("conditions", [])
                   if c["type"] == "SlurmNode"}
     return counts, conditions
+
+
+def _replace_pod(kubectl, namespace: str, pod: str) -> None:
+    """Delete the pod and wait for its StatefulSet's new one to run."""
+    uid = _pod_uids(kubectl, namespace)[pod]
+    kubectl("-n", namespace, "delete", "pod", pod, "--wait=false")
+    until(lambda: _pod_uids(kubectl, namespace).get(pod) not in (None, uid), 120, f"the new {pod}")
 
 
 def _pod_uids(kubectl, namespace: str) -> dict[str, str]:
