@@ -81,14 +81,16 @@ class Kube:
 
     def log_tail(self, namespace: str, pod: str, container: str, lines: int = 40) -> str:
         """The container's last lines, else its previous run's (one waiting to restart has none);
-        '' when neither can be read (no pod yet, never started)."""
+        '' when neither can be read: no such pod (404) or no such run yet (400). Anything else, a
+        403 above all, is raised: a missing permission must not pass for an empty log."""
         core = client.CoreV1Api(self.api_client)
         for previous in (False, True):
             try:
                 return core.read_namespaced_pod_log(pod, namespace, container=container, tail_lines=lines,
                                                     limit_bytes=16384, previous=previous)
-            except client.ApiException:
-                continue
+            except client.ApiException as exc:
+                if exc.status not in (400, 404):
+                    raise
         return ""
 
     def review_token(self, token: str) -> tuple[str, list[str]] | None:

@@ -93,9 +93,24 @@ def database_service(cluster: SlurmCluster) -> Obj:
                      "ports": [{"name": "mysql", "port": DB_PORT, "targetPort": DB_PORT, "protocol": "TCP"}]}}
 
 
+def database_ingress_policy(cluster: SlurmCluster) -> Obj:
+    """Only slurmdbd reaches MariaDB. Login and worker pods may reach every pod of the namespace
+    (Slurm's own traffic; sacct talks to slurmdbd, with munge); the database's port is not theirs:
+    a user who learned the password must still not get to the records. Turned off with the egress
+    policy, it allows all instead of disappearing (the operator never deletes)."""
+    ingress = ([{"from": [{"podSelector": {"matchLabels": selector_labels(cluster, SLURMDBD)}}],
+                 "ports": [{"protocol": "TCP", "port": DB_PORT}]}]
+               if cluster.spec.network_policy.enabled else [{}])
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": metadata(cluster, object_name(cluster, "database-ingress"), DATABASE),
+            "spec": {"podSelector": {"matchLabels": selector_labels(cluster, DATABASE)},
+                     "policyTypes": ["Ingress"], "ingress": ingress}}
+
+
 def accounting_objects(cluster: SlurmCluster, conf_secret: str) -> list[Obj]:
     """Everything but slurmdbd.conf's Secret (`conf_secret`: its name); none when accounting is off."""
     if not cluster.spec.accounting.enabled:
         return []
-    managed = [] if cluster.spec.accounting.external else [database_service(cluster), database_stateful_set(cluster)]
+    managed = [] if cluster.spec.accounting.external else [
+        database_service(cluster), database_ingress_policy(cluster), database_stateful_set(cluster)]
     return managed + [slurmdbd_service(cluster), slurmdbd_stateful_set(cluster, conf_secret)]

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from images.build import build_all, image_ref
+from soperator.kube import Kube
 from tests.cluster.build import kubernetes_version
 from tests.cluster.node import NODE_IP, NODE_NAME
 
@@ -74,7 +75,7 @@ def test_node_is_ready_with_the_control_planes_release(node, kubectl):
     assert {"type": "InternalIP", "address": NODE_IP} in info["status"]["addresses"]
 
 
-def test_pods_resolve_each_other_reach_the_apiserver_and_a_nodeport(node, node_image, kubectl, namespace):
+def test_pods_resolve_each_other_reach_the_apiserver_and_a_nodeport(node, node_image, kubectl, namespace, api):
     kubectl("apply", "-f", "-", input=_manifests(namespace, node_image))
     kubectl("-n", namespace, "rollout", "status", "statefulset/web", "--timeout=120s")
     out = kubectl("-n", namespace, "exec", "web-0", "--", "python3", "-c", PROBE.replace("NAMESPACE", namespace)).stdout
@@ -89,6 +90,10 @@ def test_pods_resolve_each_other_reach_the_apiserver_and_a_nodeport(node, node_i
     port = service["spec"]["ports"][0]["nodePort"]
     with urllib.request.urlopen(f"http://{NODE_IP}:{port}/", timeout=10) as resp:
         assert resp.status == 200
-    # Logs come from the kubelet too: the request above is in one pod's log.
+    # Logs come from the kubelet too: the request above is in one pod's log, as kubectl and the
+    # operator's own reader (Kube.log_tail, how AccountingReady reads slurmdbd) get it.
     logs = "".join(kubectl("-n", namespace, "logs", pod).stdout for pod in pods)
     assert '"GET / HTTP/1.1" 200' in logs
+    kube = Kube(api)
+    assert '"GET / HTTP/1.1" 200' in "".join(kube.log_tail(namespace, pod, "web") for pod in pods)
+    assert kube.log_tail(namespace, "no-such-pod", "web") == ""

@@ -336,6 +336,15 @@ def test_accounting_renders_slurmdbd_and_its_database_with_the_password_in_secre
         assert (password in text or encoded in text) == (key == ("Secret", "demo-db-password")), key
     stored = base64.b64decode(conf["data"]["slurmdbd.conf"]).decode()
     assert f"StoragePass={password}\n" in stored and "DbdHost=demo-slurmdbd-0\n" in stored
+    # MariaDB's port is slurmdbd's alone (login and worker pods reach the rest of the namespace).
+    policy = by_name[("NetworkPolicy", "demo-database-ingress")]["spec"]
+    assert policy["podSelector"]["matchLabels"] == by_name[("StatefulSet", "demo-database")]["spec"]["selector"][
+        "matchLabels"] and policy["policyTypes"] == ["Ingress"]
+    assert policy["ingress"] == [{"from": [{"podSelector": {"matchLabels": by_name[("StatefulSet", "demo-slurmdbd")][
+        "spec"]["selector"]["matchLabels"]}}], "ports": [{"protocol": "TCP", "port": 3306}]}]
+    open_cluster = make_cluster(accounting={"enabled": True}, networkPolicy={"enabled": False})
+    opened = {o["metadata"]["name"]: o for o in accounting_objects(open_cluster, "c")}["demo-database-ingress"]
+    assert opened["spec"]["ingress"] == [{}]
     external = make_cluster(accounting={"enabled": True, "external": {"host": "db.example", "passwordSecret": "db"}})
     names = {o["metadata"]["name"] for o in accounting_objects(external, "c")}
     assert names == {"demo-slurmdbd"}
