@@ -4,10 +4,12 @@ The kubelet swaps a ConfigMap's files in place (an atomic symlink flip). This no
 hash every few seconds, and runs `scontrol reconfigure`: slurmctld re-execs itself on the new files
 and, configless, every slurmd and sackd fetches them. Running jobs carry on.
 
-Once after each start of the controller, too: configless nodes get files only at their own start and
-at a reconfigure, so a slurmctld that started on files changed meanwhile (its pod replaced, or its
-re-exec on them failed) would leave them on the old ones (found on the real node: a login node
-without the accounting lines, its sacct "accounting storage is disabled").
+The digest of the files last pushed is kept on the controller's spool volume. Configless nodes get
+files only at their own start and at a reconfigure, so a slurmctld that starts on files changed
+since the last push (its pod replaced meanwhile, or its re-exec on them failed) pushes them once it
+answers (found on the real node: a login node without the accounting lines, its sacct "accounting
+storage is disabled"). A start on the files already pushed does nothing: a reconfigure at every
+start, while jobs launch, got a batch job requeued (e2e).
 """
 from __future__ import annotations
 
@@ -34,21 +36,36 @@ class ConfigWatch:
     a thread: the loop reaps every child and would take scontrol's exit status from under a thread).
     `before` runs ahead of each reconfigure (the ClusterID step)."""
 
-    def __init__(self, directory: str, before: Callable[[], object] = lambda: None):
+    def __init__(self, directory: str, pushed_file: str, before: Callable[[], object] = lambda: None):
         self.directory = directory
+        self.pushed_file = pushed_file
         self.before = before
-        self.applied: str | None = None  # nothing pushed yet by this start
+        try:
+            with open(pushed_file) as fh:
+                self.applied = fh.read().strip()
+        except FileNotFoundError:  # a first start: every node fetches these files from it
+            self._pushed(config_digest(directory))
+        self.started = True
+
+    def _pushed(self, digest: str) -> None:
+        self.applied = digest
+        tmp = f"{self.pushed_file}.new"
+        with open(tmp, "w") as fh:
+            fh.write(digest + "\n")
+        os.replace(tmp, self.pushed_file)
 
     def __call__(self) -> None:
         current = config_digest(self.directory)
         if current == self.applied:
+            self.started = False
             return
-        if self.applied is None and scontrol("ping", timeout=30).returncode != 0:
-            return  # slurmctld not up yet: its first push waits for it
+        if self.started and scontrol("ping", timeout=30).returncode != 0:
+            return  # slurmctld not up yet: the push waits for it
         self.before()
         proc = scontrol("reconfigure", timeout=120)
         if proc.returncode == 0:
-            log(f"Slurm configuration {'pushed' if self.applied is None else 'changed'}: reconfigured ({current[:12]})")
-            self.applied = current
+            self._pushed(current)
+            self.started = False
+            log(f"Slurm configuration changed: reconfigured ({current[:12]})")
         else:  # slurmctld busy or restarting: the next look tries again
             log(f"scontrol reconfigure failed: {proc.stderr.strip() or proc.returncode}")

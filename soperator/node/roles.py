@@ -92,7 +92,7 @@ def controller(sup: Supervisor) -> None:
     start_munged(sup)
     take_cluster_id_from_database(SLURM_CONF, SLURMCTLD_STATE)
     sup.start("slurmctld", ["slurmctld", "-D", "-f", SLURM_CONF])
-    sup.every(5.0, ConfigWatch(os.path.dirname(SLURM_CONF),
+    sup.every(5.0, ConfigWatch(os.path.dirname(SLURM_CONF), os.path.join(SLURMCTLD_STATE, ".soperator-pushed"),
                                before=lambda: take_cluster_id_from_database(SLURM_CONF, SLURMCTLD_STATE)))
     sup.every(10.0, AssociationSync(SLURM_CONF))
 

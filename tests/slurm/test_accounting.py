@@ -173,7 +173,7 @@ def test_why_slurmdbd_cannot_start_is_named(accounted, change, reason, words):
     _run(box, "sh", "-c", f"rm -rf {conf} && cp -a /etc/slurm {conf} && sed -i -e '{change}' "
                           f"-e 's/^DbdPort=.*/DbdPort=6829/' -e 's|^PidFile=.*|PidFile={conf}/pid|' "
                           f"{conf}/slurmdbd.conf && chown slurm {conf}/slurmdbd.conf && chmod 600 {conf}/slurmdbd.conf")
-    proc = box.run("timeout", "15", "slurmdbd", "-D", env={"SLURM_CONF": f"{conf}/slurm.conf"}, timeout=30)
+    proc = box.run("timeout", "25", "slurmdbd", "-D", env={"SLURM_CONF": f"{conf}/slurm.conf"}, timeout=45)
     assert proc.returncode == 124, (proc.returncode, proc.stderr[-2000:])  # still retrying, never listening
     found = diagnose(proc.stderr)
     assert found and found[0] == reason and words in found[1], (found, proc.stderr[-2000:])
@@ -201,6 +201,7 @@ def test_a_cluster_that_gained_accounting_late_starts_again(accounted):
     assert _run(box, "python3", "-c", TAKE).strip() == "True"
     _run(box, "sh", "-c", f"{SLURMCTLD} >>{box.work}/slurmctld.log 2>&1 </dev/null &")
     until(lambda: ":6817 " in _run(box, "ss", "-ltn"), 60, "slurmctld back")
-    assert _run(box, "cat", path) == f"{NAME}|{database_id}"  # slurmdbd's, written back by slurmctld
+    # slurmdbd's, written back by slurmctld once it has registered (it may listen a moment before)
+    until(lambda: box.run("cat", path).stdout == f"{NAME}|{database_id}", 60, "slurmdbd's ID in clustername")
     job = _job(box, "true")  # it schedules again, and its records still reach slurmdbd
     until(lambda: _accounted(box, job) == "COMPLETED|0:0", 60, "the job's record")
