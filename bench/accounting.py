@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from tests.support.accounting import accounted_box
+from tests.support.wait import until
 
 NAME = "bench"
 
@@ -28,20 +29,11 @@ def _run(box, *argv: str, timeout: float = 120) -> str:
     return proc.stdout
 
 
-def _wait(predicate, timeout: float, what: str, interval: float = 0.2) -> float:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return time.monotonic()
-        time.sleep(interval)
-    raise TimeoutError(f"{what} not within {timeout:.0f} s")
-
-
 def _burst(box, n: int) -> tuple[str, float]:
     """Submit N tasks, wait until slurmctld has ended them all; (array job id, seconds to run them)."""
     start = time.monotonic()
     job = _run(box, "sbatch", "--parsable", f"--array=1-{n}", "-o", "/dev/null", "--wrap", "true").strip()
-    _wait(lambda: not _run(box, "squeue", "-h", "-j", job, "-o", "%i").strip(), 1800, "the burst to end", 1)
+    until(lambda: not _run(box, "squeue", "-h", "-j", job, "-o", "%i").strip(), 1800, "the burst to end", 1)
     return job, time.monotonic() - start
 
 
@@ -59,14 +51,16 @@ def measure(n: int) -> dict:
                                                                                  cpus=2) as box:
         job, ran = _burst(box, n)
         ended = time.monotonic()
-        live = _wait(lambda: _recorded(box, job) == n, 600, "the live records") - ended
+        until(lambda: _recorded(box, job) == n, 600, "the live records", 0.2)
+        live = time.monotonic() - ended
 
         _run(box, "pkill", "-x", "slurmdbd")
-        _wait(lambda: ":6819 " not in _run(box, "ss", "-ltn"), 60, "slurmdbd to stop")
+        until(lambda: ":6819 " not in _run(box, "ss", "-ltn"), 60, "slurmdbd to stop", 0.2)
         queued_job, _ = _burst(box, n)
         _run(box, "sh", "-c", f"slurmdbd -D >>{box.work}/slurmdbd.log 2>&1 </dev/null &")
         started = time.monotonic()
-        drained = _wait(lambda: _recorded(box, queued_job) == n, 900, "the queued records", 0.5) - started
+        until(lambda: _recorded(box, queued_job) == n, 900, "the queued records", 0.5)
+        drained = time.monotonic() - started
         return {"jobs": n, "burst_run_s": round(ran, 1), "live_record_lag_s": round(live, 2),
                 "backlog_drain_s": round(drained, 1), "jobs_recorded_per_s": round(n / drained, 1)}
 
