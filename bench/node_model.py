@@ -16,7 +16,8 @@ from pathlib import Path
 from images.build import build_all
 from images.podman import podman
 from soperator.render.configs import slurm_files
-from tests.e2e.test_jail_e2e import Cluster, _cluster, _wait
+from tests.support.e2e_cluster import Cluster, e2e_cluster
+from tests.support.wait import until as _wait
 from tests.support.podman_pods import require_name_resolution
 
 
@@ -62,7 +63,7 @@ def reconfigure(cluster: Cluster, rounds: int = 3) -> dict:
     seconds = []
     for minutes in range(41, 41 + rounds):
         started = time.perf_counter()
-        files = slurm_files(_cluster(partitions=[{"name": "main", "default": True, "maxTime": str(minutes)}]))
+        files = slurm_files(e2e_cluster(partitions=[{"name": "main", "default": True, "maxTime": str(minutes)}]))
         cluster.store.update_config_map("e2e-slurm-configs", files)
         _wait(lambda: all(f"MaxTime={minutes}" in podman("exec", w, "cat", "/run/slurm/conf/slurm.conf").stdout
                           for w in ("e2e-worker-0", "e2e-worker-1")), 120, "the new config on every worker")

@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from images import vendor
 from images.podman import CACHE, PodmanError, podman
 from soperator import __version__
 
@@ -26,7 +27,6 @@ ROOT = HERE.parent
 # machine with an older cached base builds the new one.
 SUITE = "trixie"  # Debian 13: Slurm 24.11 in every image
 BASE = f"localhost/soperator/debian:{SUITE}-nodebs"
-ROOTFS_TAR = CACHE / "images" / f"{SUITE}-minbase-nodebs.tar"
 # image name -> (directory under images/, images it is built FROM or copies from); parents come first.
 IMAGES = {"node": ("common", ()), "controller": ("controller", ("node",)), "worker": ("worker", ("node",)),
           "login": ("login", ("node",)), "jail": ("jail", ("node",)),
@@ -39,25 +39,32 @@ def image_ref(name: str) -> str:
     return f"localhost/soperator/{name}:{__version__}"
 
 
-def ensure_base() -> None:
-    if podman("image", "exists", BASE, check=False).returncode == 0:
-        return
-    if not ROOTFS_TAR.exists():
+def base_ref(suite: str) -> str:
+    return f"localhost/soperator/debian:{suite}-nodebs"
+
+
+def ensure_base(suite: str = SUITE) -> str:
+    """A Debian `suite` minbase image made with debootstrap (the tarball is cached); its name."""
+    ref, tar = base_ref(suite), CACHE / "images" / f"{suite}-minbase-nodebs.tar"
+    if podman("image", "exists", ref, check=False).returncode == 0:
+        return ref
+    if not tar.exists():
         if not shutil.which("debootstrap"):
             raise PodmanError("debootstrap not found: install it (see .ci/run)")
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
             rootfs = Path(tmp) / "rootfs"
-            subprocess.run(["debootstrap", "--variant=minbase", SUITE, str(rootfs),
+            subprocess.run(["debootstrap", "--variant=minbase", suite, str(rootfs),
                             "http://deb.debian.org/debian"], check=True, capture_output=True)
-            ROOTFS_TAR.parent.mkdir(parents=True, exist_ok=True)
+            tar.parent.mkdir(parents=True, exist_ok=True)
             # debootstrap leaves the ~120 MB of .debs it installed; every image would carry them.
             subprocess.run(["tar", "-C", str(rootfs), "--exclude=./var/cache/apt/archives/*.deb",
-                            "-cf", str(ROOTFS_TAR) + ".part", "."], check=True)
-            Path(str(ROOTFS_TAR) + ".part").rename(ROOTFS_TAR)
-    podman("import", str(ROOTFS_TAR), BASE)
+                            "-cf", str(tar) + ".part", "."], check=True)
+            Path(str(tar) + ".part").rename(tar)
+    podman("import", str(tar), ref)
+    return ref
 
 
-def _context(directory: str) -> Path:
+def _context(directory: str, sources: dict[str, vendor.Source]) -> Path:
     ctx = Path(tempfile.mkdtemp(prefix="soperator-image-"))
     for item in (HERE / directory).iterdir():
         shutil.copy(item, ctx / item.name)
@@ -78,6 +85,7 @@ def _context(directory: str) -> Path:
         (ctx / "spank_chroot").mkdir()
         for name in ("__init__.py", "build.py", "jail.c", "jail.h", "plugin.c"):
             shutil.copy(ROOT / "spank_chroot" / name, ctx / "spank_chroot" / name)
+        vendor.copy_into(ctx, sources)  # Pyxis and enroot, compiled in that stage too
     return ctx
 
 
@@ -129,15 +137,17 @@ def _wanted(only: list[str] | None) -> list[str]:
     return [name for name in IMAGES if name in wanted]
 
 
-def build_all(force: bool = False, only: list[str] | None = None) -> dict[str, float]:
-    """Build the images (all, or `only` these and their parents); returns seconds per image built."""
+def build_all(force: bool = False, only: list[str] | None = None,
+              sources: dict[str, vendor.Source] | None = None) -> dict[str, float]:
+    """Build the images (all, or `only` these and their parents); returns seconds per image built.
+    `sources` replaces vendored archives by upstream's (images.vendor)."""
     names = _wanted(only)
     ensure_base()
     timings, digests = {}, {}
     base = _label(BASE) or BASE
     for name in names:
         directory, parents = IMAGES[name]
-        ctx = _context(directory)
+        ctx = _context(directory, sources or {})
         try:
             # An image's digest covers its parents' so a change below rebuilds everything above.
             digest = _digest(ctx, base + "".join(digests[p] for p in parents))
@@ -162,9 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="rebuild even if inputs are unchanged")
     parser.add_argument("--only", action="append", metavar="IMAGE",
                         help=f"build this image and its parents only (repeatable): {', '.join(IMAGES)}")
+    parser.add_argument("--source", action="append", default=[], metavar="NAME=URL@SHA256",
+                        help="take an upstream archive by URL and checksum instead of the vendored one: "
+                             f"{', '.join(vendor.SOURCES)}")
     args = parser.parse_args(argv)
     try:
-        timings = build_all(args.force, args.only)
+        sources = {s.name: s for s in map(vendor.from_upstream, args.source)}
+        timings = build_all(args.force, args.only, sources)
     except (PodmanError, subprocess.CalledProcessError) as exc:
         print(f"error: image build failed: {exc}", file=sys.stderr)
         return 1

@@ -14,6 +14,9 @@ enum soperator_action {
 
 /* The plugstack.conf option (after the jail path) that lets job steps create user namespaces. */
 #define SOPERATOR_OPT_ALLOW_USERNS "allow_userns"
+/* The same, per node: a file on the node's own root (never the jail's), which the worker entrypoint of
+ * a node set with Pyxis leaves (soperator/node/roles.py). Read before the step enters the jail. */
+#define SOPERATOR_NODE_USERNS_MARK "/run/soperator/allow-user-namespaces"
 
 /* Decide from the SPANK context (remote or not), the step id and the plugin arguments (the jail
  * path, then options). On REFUSE, err holds the reason. */

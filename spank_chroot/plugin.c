@@ -40,9 +40,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
             step_state = REFUSED;
             break;
         default:
+            allow_userns = soperator_allows_userns(ac, (const char *const *)av) ||
+                           access(SOPERATOR_NODE_USERNS_MARK, F_OK) == 0;
             entered_jail = soperator_enter_jail(av[0], refusal, sizeof(refusal)) == 0;
             step_state = entered_jail ? ALLOWED : REFUSED;
-            allow_userns = soperator_allows_userns(ac, (const char *const *)av);
         }
     }
     if (step_state == REFUSED) {

@@ -101,7 +101,6 @@ class CgroupConfig(ApiModel):
 
 
 class PlugStack(ApiModel):
-    pyxis: bool = False
     allow_user_namespaces: bool = Field(
         default=False, description="let job steps create user namespaces (rootless containers need them); "
                                    "off: the chroot plugin's seccomp filter refuses them")

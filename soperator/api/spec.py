@@ -7,6 +7,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_v
 
 from soperator import __version__
 from soperator.api.common import ApiModel, AtField, ComponentBase, ResourceRequirements, cel, refuse_duplicates, unique_rule
+from soperator.api.containers import Pyxis
 from soperator.api.fields import Cidr, DnsLabel, ImageRef, Quantity, Registry, SshPublicKey
 from soperator.api.grammar import GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath
@@ -217,6 +218,7 @@ class NodeSetSpec(ComponentBase):
         "time: each is drained, waited for until it runs nothing, then its pod replaced")
     drain_timeout: Optional[DrainTimeout] = Field(
         default=None, description="absent: a scale-in or an update waits for running jobs with no deadline")
+    pyxis: Pyxis = Field(default_factory=Pyxis, description="container jobs (srun/sbatch --container-image)")
 
     @field_validator("name")
     @classmethod

@@ -34,6 +34,8 @@ COMMON = (
     Bind("/opt/soperator/lib", read_only=True),
 )
 WORKER = COMMON + (Bind("/var/spool/slurmd"),)
+# Workers of a node set with Pyxis: Pyxis's and enroot's runtime files, node-local (the pod's volume).
+CONTAINERS = (Bind("/run/pyxis"), Bind("/run/enroot"), Bind("/etc/soperator/enroot", read_only=True))
 LOGIN = COMMON
 # sshd looks users up on the node before it chroots: the node must see the jail's accounts.
 ACCOUNT_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow")

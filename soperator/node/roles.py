@@ -13,7 +13,7 @@ from .associations import AssociationSync
 from .cluster_id import take_cluster_id_from_database
 from .database import SOCKET as DB_SOCKET, ensure_account, prepare_datadir, server_argv
 from .hold import hold, release
-from .mounts import LOGIN, WORKER, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
+from .mounts import CONTAINERS, LOGIN, WORKER, bind, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
 from .reconfigure import ConfigWatch
 from .scontrol import scontrol
 from .supervise import Supervisor, log, wait_for_path
@@ -34,6 +34,9 @@ ROOT_KEYS_GIVEN = "/etc/ssh/soperator/root_authorized_keys"
 ROOT_KEYS = "/run/soperator/root_authorized_keys"
 JAIL_LIB = "/opt/soperator/lib/libsoperator_jail.so"
 POPULATED = ".soperator/populated"
+ENROOT_CONF = "/run/soperator/enroot.conf"
+# Read by the chroot plugin on the node before a step enters the jail (jail.h: SOPERATOR_NODE_USERNS_MARK).
+USERNS_MARK = "/run/soperator/allow-user-namespaces"
 
 
 class NodeError(RuntimeError):
@@ -137,11 +140,33 @@ def worker(sup: Supervisor) -> None:
     # steps and the Slurm commands in the jail read it there.
     os.makedirs(CONFIGLESS_DIR, exist_ok=True)
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER))}")
+    enable_containers()
     sup.follow("slurmd-log", SLURMD_LOG)
     # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod.
     sup.start("slurmd", ["slurmd", "-D", "-Z", "--conf-server", os.environ["SOPERATOR_CONF_SERVER"],
                          "--conf", os.environ["SOPERATOR_SLURMD_CONF"]],
               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, after_stop=forget_node)
+
+
+def enable_containers() -> None:
+    """On a node set with Pyxis (the pod carries its enroot.conf): Pyxis's and enroot's node-local
+    directories and that enroot.conf go into the jail, and job steps may create user namespaces.
+    World-writable and sticky: enroot makes a directory per user (user-<uid>) with umask 077."""
+    conf = os.environ.get("SOPERATOR_ENROOT_CONF")
+    if not conf:
+        return
+    for path in ("/run/pyxis", "/run/enroot"):
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, 0o1777)
+    os.makedirs(os.path.dirname(ENROOT_CONF), mode=0o755, exist_ok=True)
+    with open(ENROOT_CONF, "w") as fh:
+        fh.write(conf)
+    os.chmod(ENROOT_CONF, 0o644)
+    bound = bind_into_jail(JAIL, CONTAINERS)
+    if bind(ENROOT_CONF, JAIL + "/etc/enroot/enroot.conf", is_dir=False, read_only=True):
+        bound.append("/etc/enroot/enroot.conf")
+    open(USERNS_MARK, "w").close()
+    log(f"container jobs (Pyxis): bound into the jail: {', '.join(bound)}; job steps may create user namespaces")
 
 
 def forget_node() -> None:

@@ -50,6 +50,15 @@ def worker_node_conf(node_set: NodeSetSpec) -> str:
     return " ".join(parts + ([f"Gres={','.join(gres)}"] if gres else []))
 
 
+def enroot_conf(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
+    """enroot.conf of a node set with Pyxis: the worker entrypoint binds it over the jail's."""
+    pyxis = node_set.pyxis
+    return _env().get_template("enroot.conf.j2").render(
+        name=cluster.name, namespace=cluster.namespace, version=__version__, node_set=node_set.name,
+        paths=PATHS, credentials=pyxis.registry_credentials_secret, settings=pyxis.enroot_config,
+    ).rstrip("\n") + "\n"
+
+
 def placeholder_node_name(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
     """A FUTURE record with the node set's feature and hardware, so that a job for the node set pends
     for nodes rather than being refused while it has no worker (replicas 0). It never
@@ -65,7 +74,8 @@ def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:
         "paths": PATHS, "cfg": cluster.spec.slurm_config, "node_sets": node_sets,
         "all_node_sets": [n.name for n in node_sets],
         "partitions": cluster.spec.partitions, "health": cluster.spec.health_check,
-        "plug_stack": cluster.spec.plug_stack, "cgroup": cluster.spec.cgroup_config, "login": cluster.spec.login,
+        "plug_stack": cluster.spec.plug_stack, "pyxis": any(n.pyxis.enabled for n in node_sets),
+        "cgroup": cluster.spec.cgroup_config, "login": cluster.spec.login,
         "controller_host": controller_host(cluster), "gres_types": gres_types,
         "placeholders": {n.name: (placeholder_node_name(cluster, n), worker_node_conf(n)) for n in node_sets},
         "accounting": cluster.spec.accounting.enabled and accounting_live,

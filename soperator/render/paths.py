@@ -21,6 +21,10 @@ PATHS = SimpleNamespace(
     root_authorized_keys="/run/soperator/root_authorized_keys",
     chroot_plugin="/opt/soperator/lib/spank_chroot.so",
     pyxis_plugin="/usr/local/lib/slurm/spank_pyxis.so",
+    # Node-local, bound into the jail at the same paths on workers with Pyxis (soperator/node/mounts.py).
+    pyxis_runtime="/run/pyxis",
+    enroot_runtime="/run/enroot",
+    enroot_credentials="/etc/soperator/enroot",
     populate_target="/jail",
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
 from soperator.render.common import Obj, object_name, resources, tcp_probe
-from soperator.render.configs import conf_server, worker_node_conf
+from soperator.render.configs import conf_server, enroot_conf, worker_node_conf
 from soperator.render.nodes import (NODE_CAPABILITIES, WORKER, headless_service, jail_mount, jail_mounts,
                                     jail_volumes, node_pod, node_security_context, slurm_mounts, slurm_volumes,
                                     stateful_set)
@@ -31,10 +31,38 @@ def _local_volume(node_set: NodeSetSpec) -> tuple[list[Obj], list[Obj]]:
     return [jail_mount(LOCAL_VOLUME, local.mount_path)], [{"metadata": {"name": LOCAL_VOLUME}, "spec": claim}]
 
 
+def _pyxis(cluster: SlurmCluster, node_set: NodeSetSpec) -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """(env, mounts, volumes) a worker of a node set with Pyxis adds: its enroot.conf, the node-local
+    volume enroot keeps containers in, and the registry credentials if the spec names a Secret."""
+    pyxis = node_set.pyxis
+    if not pyxis.enabled:
+        return [], [], []
+    env = [{"name": "SOPERATOR_ENROOT_CONF", "value": enroot_conf(cluster, node_set)}]
+    mounts = [{"name": "enroot", "mountPath": PATHS.enroot_runtime}]
+    volumes = [{"name": "enroot", "emptyDir": {"sizeLimit": pyxis.storage_size}}]
+    if pyxis.registry_credentials_secret:
+        mounts.append({"name": "enroot-credentials", "mountPath": PATHS.enroot_credentials, "readOnly": True})
+        volumes.append({"name": "enroot-credentials", "secret": {
+            "secretName": pyxis.registry_credentials_secret, "defaultMode": 0o444,
+            "items": [{"key": ".credentials", "path": ".credentials"}]}})
+    return env, mounts, volumes
+
+
+def worker_security_context(node_set: NodeSetSpec) -> Obj:
+    """A node set with Pyxis runs without the runtime's seccomp profile: containerd's refuses the
+    pivot_root that enroot enters every container with, whatever the capabilities. Its job steps may
+    then create user namespaces (the chroot plugin's filter is lifted on these workers only)."""
+    context = node_security_context(NODE_CAPABILITIES)
+    if node_set.pyxis.enabled:
+        context["seccompProfile"] = {"type": "Unconfined"}
+    return context
+
+
 def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: int | None = None) -> Obj:
     spec = cluster.spec
     gpu_limit = {GPU_RESOURCE: str(node_set.gpus)} if node_set.gpus else {}
     local_mounts, claim_templates = _local_volume(node_set)
+    pyxis_env, pyxis_mounts, pyxis_volumes = _pyxis(cluster, node_set)
     container = {
         "name": "slurmd",
         "image": node_set.image or spec.images.ref("worker"),
@@ -42,12 +70,13 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
         "env": [{"name": "SOPERATOR_COMPONENT", "value": WORKER},
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail},
                 {"name": "SOPERATOR_CONF_SERVER", "value": conf_server(cluster)},
-                {"name": "SOPERATOR_SLURMD_CONF", "value": worker_node_conf(node_set)}],
+                {"name": "SOPERATOR_SLURMD_CONF", "value": worker_node_conf(node_set)}, *pyxis_env],
         "ports": [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}],
-        "securityContext": node_security_context(NODE_CAPABILITIES),
+        "securityContext": worker_security_context(node_set),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster, node_set.sub_mounts) + local_mounts + [
             {"name": "spool", "mountPath": PATHS.worker_spool},
             {"name": "shm", "mountPath": "/dev/shm"},
+            *pyxis_mounts,
         ],
         "readinessProbe": tcp_probe(SLURMD_PORT, period=5, failures=3),
         "livenessProbe": tcp_probe(SLURMD_PORT, period=15, failures=8),
@@ -56,6 +85,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
     volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster, node_set.sub_mounts) + [
         {"name": "spool", "emptyDir": {}},
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": node_set.shared_memory_size}},
+        *pyxis_volumes,
     ]
     # Running steps get KillWait to stop before the pod is torn down.
     pod = node_pod(cluster, node_set, container, volumes, grace_seconds=spec.slurm_config.kill_wait + 30)

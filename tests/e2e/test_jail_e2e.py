@@ -11,144 +11,23 @@ with SIGKILL coming back under its name, scale to zero with a job pending until 
 the controller replaced under a running job."""
 from __future__ import annotations
 
-import copy
-import json
 import os
 import re
 import shutil
 import time
-import uuid
 
 import paramiko
 import pytest
 
-from images.build import build_all, image_ref
-from images.podman import PodmanError, podman
-from soperator.keys import generate_munge_key, generate_ssh_host_keys
-from soperator.render import KeyMaterial, render_all
+from images.podman import podman
 from soperator.render.configs import slurm_files
-from soperator.render.populate_jail import populate_jail_job
 from tests.cluster.controlplane import free_port
-from tests.conftest import make_cluster
+from tests.support.e2e_cluster import MAX_USER_PROCESSES, SSH_PORT, add_user, e2e_cluster, ssh, try_ssh
 from tests.support.job_reason import waits_for_nodes
-from tests.support.podman_pods import VolumeStore, require_name_resolution, start_pod
-from tests.support.ssh_session import connect
 from tests.support.ssh_session import run as _run
 from tests.support.wait import until as _wait
 
 pytestmark = pytest.mark.e2e
-SSH_PORT = 22
-MAX_USER_PROCESSES = 200
-
-
-@pytest.fixture(scope="session")
-def images():
-    try:
-        return build_all()
-    except (PodmanError, OSError) as exc:
-        pytest.fail(f"image build failed: {exc}", pytrace=False)
-
-
-def _cluster(**extra):
-    return make_cluster(
-        name="e2e", uid=str(uuid.uuid4()),
-        images={name: image_ref(img) for name, img in (("controller", "controller"), ("worker", "worker"),
-                                                        ("login", "login"), ("populateJail", "populate-jail"))}
-        | {"pullPolicy": "Never"},
-        nodeSets=[{"name": "worker", "replicas": 2}],
-        login={"maxUserProcesses": MAX_USER_PROCESSES},
-        slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
-                     "extra": {"SchedulerParameters": "batch_sched_delay=0"}},
-        **extra)
-
-
-def _add_user(jail, name: str, uid: int, public_key: str) -> None:
-    """What an admin does once, as root on a login node; here straight into the volume."""
-    with open(jail / "etc" / "passwd", "a") as fh:
-        fh.write(f"{name}:x:{uid}:{uid}::/home/{name}:/bin/bash\n")
-    with open(jail / "etc" / "group", "a") as fh:
-        fh.write(f"{name}:x:{uid}:\n")
-    with open(jail / "etc" / "shadow", "a") as fh:
-        fh.write(f"{name}:*:19000:0:99999:7:::\n")  # '*' not '!': a locked account refuses keys too
-    ssh_dir = jail / "home" / name / ".ssh"
-    ssh_dir.mkdir(parents=True)
-    (ssh_dir / "authorized_keys").write_text(public_key + "\n")
-    for path in (jail / "home" / name, ssh_dir, ssh_dir / "authorized_keys"):
-        os.chown(path, uid, uid)
-    os.chmod(ssh_dir, 0o700)
-
-
-class Cluster:
-    def __init__(self, tmp_path):
-        self.cluster = _cluster()
-        keys = KeyMaterial(generate_munge_key(), generate_ssh_host_keys())
-        self.objects = {(o["kind"], o["metadata"]["name"]): o for o in render_all(self.cluster, keys)}
-        # The Job the operator makes when overwrite is turned on for this cluster, live by then.
-        self.overwrite_job = populate_jail_job(_cluster(populateJail={"overwrite": True}), hold_nodes=True)
-        self.jail = tmp_path / "jail"
-        self.jail.mkdir(mode=0o755)
-        self.store = VolumeStore(tmp_path / "volumes", self.objects, {"e2e-jail": self.jail})
-        self.network = f"soperator-e2e-{uuid.uuid4().hex[:8]}"
-        self.containers: list[str] = []
-
-    def pod(self, kind: str, name: str) -> dict:
-        pod = self.objects[(kind, name)]["spec"]["template"]["spec"]
-        # bench/capabilities.py measures what each capability is for by taking one away.
-        drop = os.environ.get("SOPERATOR_E2E_DROP_CAPABILITY")
-        if drop:
-            pod = copy.deepcopy(pod)
-            caps = pod["containers"][0].get("securityContext", {}).get("capabilities", {})
-            caps["add"] = [c for c in caps.get("add", []) if c != drop]
-        return pod
-
-    def start(self, name: str, pod: dict, extra=()) -> None:
-        self.containers.append(name)
-        start_pod(name, pod, self.store, self.network, list(extra))
-
-    def populate(self, tag: str, job: dict | None = None) -> dict:
-        """Run the Job's pod as a kubelet does: each init container to success, in order, then the
-        container. Returns what populate-jail reported; every step's stderr is kept in `self.steps`."""
-        pod = (job or self.objects[("Job", "e2e-populate-jail")])["spec"]["template"]["spec"]
-        report, self.steps = None, {}
-        for container in [*pod.get("initContainers", []), *pod["containers"]]:
-            name = f"e2e-{container['name']}-{tag}"
-            self.start(name, {**pod, "containers": [container]})
-            code = podman("wait", name, timeout=600).stdout.strip()
-            logs = podman("logs", name)
-            self.steps[container["name"]] = logs.stderr
-            assert code == "0", (name, logs.stderr)
-            if container["name"] == "populate-jail":
-                report = json.loads(logs.stdout.strip().splitlines()[-1])["populate-jail"]
-        return report
-
-    def exec(self, container: str, *argv: str) -> str:
-        return podman("exec", container, *argv).stdout
-
-    def teardown(self) -> None:
-        for name in reversed(self.containers):
-            podman("rm", "-f", "-t", "5", name, check=False)
-        podman("network", "rm", "-f", self.network, check=False)
-
-
-@pytest.fixture
-def cluster(images, tmp_path):
-    c = Cluster(tmp_path)
-    podman("network", "create", c.network)
-    try:
-        require_name_resolution(c.network, image_ref("controller"))
-    except PodmanError as exc:
-        c.teardown()
-        pytest.fail(str(exc), pytrace=False)
-    yield c
-    if os.environ.get("SOPERATOR_E2E_KEEP"):
-        return
-    for name in c.containers:
-        print(f"----- {name}\n{podman('logs', '--tail', '30', name, check=False).stderr}")
-    c.teardown()
-
-
-def _ssh(port: int, user: str, key: paramiko.PKey) -> paramiko.SSHClient:
-    return connect("127.0.0.1", port, user, key)  # the login container publishes sshd on loopback
 
 
 def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
@@ -158,7 +37,7 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
     user_key = paramiko.Ed25519Key.generate() if hasattr(paramiko.Ed25519Key, "generate") else None
     if user_key is None:
         user_key = paramiko.RSAKey.generate(2048)
-    _add_user(cluster.jail, "alice", 1000, f"{user_key.get_name()} {user_key.get_base64()}")
+    add_user(cluster.jail, "alice", 1000, f"{user_key.get_name()} {user_key.get_base64()}")
     # A setuid-root binary on the shared volume, as a jail root could plant one: it must not make
     # alice root, in a login session or in a job step.
     shutil.copy(cluster.jail / "usr" / "bin" / "id", cluster.jail / "opt" / "suid-id")
@@ -175,7 +54,7 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
         return out == ["idle", "2"]
 
     _wait(both_idle, 120, "both workers to register")
-    client = _wait(lambda: _try_ssh(port, "alice", user_key), 60, "sshd on the login node")
+    client = _wait(lambda: try_ssh(port, "alice", user_key), 60, "sshd on the login node")
     with client:
         code, out, err = _run(client, "echo written-on-login > ~/note.txt && cat /etc/soperator-jail-release")
         assert code == 0 and out.startswith("soperator jail"), err
@@ -241,11 +120,11 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
 
     # The door is closed to what the spec does not open: no tunnel through a login shell, and root
     # (whose keys the spec does not list) is refused even with a key that works for alice.
-    with _ssh(port, "alice", user_key) as client:
+    with ssh(port, "alice", user_key) as client:
         with pytest.raises(paramiko.ChannelException):
             client.get_transport().open_channel("direct-tcpip", ("e2e-controller-0", 6817), ("127.0.0.1", 40000))
     with pytest.raises(paramiko.AuthenticationException):
-        _ssh(port, "root", user_key)
+        ssh(port, "root", user_key)
 
     # Password logins are refused outright: the server does not even offer the method.
     transport = paramiko.Transport(("127.0.0.1", port))
@@ -259,7 +138,7 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
     assert cluster.populate("second")["action"] == "skipped"
     # An overwrite on the live cluster: the nodes are drained and the fill waits for alice's running
     # job to end by itself; then the nodes come back, and her files are as she left them.
-    with _ssh(port, "alice", user_key) as client:
+    with ssh(port, "alice", user_key) as client:
         job = _run(client, "sbatch --parsable -N1 -w e2e-worker-1 -o /dev/null --wrap 'sleep 8'")[1].strip()
         _wait(lambda: "JobState=RUNNING" in _run(client, f"scontrol -o show job {job}")[1], 60, "job to run")
         assert cluster.populate("overwrite", cluster.overwrite_job)["action"] == "populated"
@@ -309,7 +188,7 @@ def test_workers_scale_take_a_new_config_and_come_back_with_no_restart(cluster):
                   for name in ("e2e-controller-0", "e2e-worker-0", "e2e-worker-1", "e2e-worker-2")}
     job = ctl("sbatch", "--parsable", "-N1", "-w", "e2e-worker-2", "-o", "/dev/null", "--wrap", "sleep 12").strip()
     _wait(lambda: "JobState=RUNNING" in ctl("scontrol", "-o", "show", "job", job), 60, "the job to run")
-    changed = slurm_files(_cluster(partitions=[{"name": "main", "default": True, "maxTime": "45"}]))
+    changed = slurm_files(e2e_cluster(partitions=[{"name": "main", "default": True, "maxTime": "45"}]))
     cluster.store.update_config_map("e2e-slurm-configs", changed)
     _wait(lambda: "MaxTime=00:45:00" in ctl("scontrol", "show", "partition", "main"), 60, "the new limit")
     assert "JobState=RUNNING" in ctl("scontrol", "-o", "show", "job", job)
@@ -376,10 +255,3 @@ def test_worker_refuses_to_start_on_an_unpopulated_jail(cluster):
     assert code == "1"
     assert "the jail at /mnt/jail is not populated" in logs
     assert not (cluster.jail / "etc").exists()
-
-
-def _try_ssh(port, user, key):
-    try:
-        return _ssh(port, user, key)
-    except (paramiko.SSHException, OSError):
-        return None

@@ -1,6 +1,7 @@
 """The rendered pods against the real apiserver's PodSecurity admission at the "baseline" level: the
 controller and populate-jail pods pass as they are; the worker and login pods break it only where the
-design needs to (README, Security: CAP_SYS_ADMIN to enter the jail, AppArmor off so that mount works)."""
+design needs to (README, Security: CAP_SYS_ADMIN to enter the jail, AppArmor off so that mount works),
+and a node set with Pyxis one way more (no seccomp profile, for enroot's pivot_root)."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,10 @@ pytestmark = pytest.mark.kube
 EXCEPTIONS = {
     "worker": {"non-default capabilities": "CAP_SYS_ADMIN: unshare + move the jail over / per step, bind mounts",
                "forbidden AppArmor profiles": "the default AppArmor profile denies mount whatever the capabilities"},
+    # A node set with Pyxis (spec.nodeSets[].pyxis): one more, on its workers only.
+    "worker-pyxis": {"non-default capabilities": "CAP_SYS_ADMIN, as every worker",
+                     "forbidden AppArmor profiles": "as every worker",
+                     "seccompProfile": "containerd's default profile refuses the pivot_root enroot enters containers with"},
     "login": {"non-default capabilities": "CAP_SYS_ADMIN: bind mounts into the jail before sshd chroots",
               "forbidden AppArmor profiles": "the default AppArmor profile denies mount whatever the capabilities"},
 }
@@ -33,7 +38,7 @@ def baseline_namespace(kubectl):
 
 
 def _pods() -> dict[str, dict]:
-    cluster = make_cluster(name="pss")
+    cluster = make_cluster(name="pss", nodeSets=[{"name": "worker"}, {"name": "box", "pyxis": {"enabled": True}}])
     objects = render_all(cluster, KeyMaterial(generate_munge_key(), generate_ssh_host_keys()))
     hold = populate_jail_job(make_cluster(name="pss", populateJail={"overwrite": True}), hold_nodes=True)
     hold["metadata"]["labels"]["app.kubernetes.io/component"] = "populate-jail-holding-nodes"
@@ -42,6 +47,8 @@ def _pods() -> dict[str, dict]:
     for obj in objects:
         if obj["kind"] in ("StatefulSet", "Job"):
             component = obj["metadata"]["labels"]["app.kubernetes.io/component"]
+            if obj["metadata"]["name"] == "pss-box":
+                component = "worker-pyxis"
             spec = dict(obj["spec"]["template"]["spec"])
             # A StatefulSet's claim templates become PVC volumes in its pods; any volume source will do.
             spec["volumes"] = spec.get("volumes", []) + [
@@ -63,6 +70,6 @@ def _violations(kubectl, pod: dict) -> set[str]:
 
 def test_pods_pass_baseline_but_for_the_listed_exceptions(kubectl, baseline_namespace):
     pods = _pods()
-    assert set(pods) >= {"controller", "worker", "login", "populate-jail", "populate-jail-holding-nodes"}
+    assert set(pods) >= {"controller", "worker", "worker-pyxis", "login", "populate-jail", "populate-jail-holding-nodes"}
     for component, pod in sorted(pods.items()):
         assert _violations(kubectl, pod) == set(EXCEPTIONS.get(component, {})), component

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from soperator.api.validate import SpecError
 from soperator.render import render_all
 from soperator.render.configs import Storage, slurm_files, slurmdbd_conf, worker_node_conf
 from soperator.render.paths import CONFIG_HASH_ANNOTATION
@@ -161,10 +162,50 @@ def test_gpu_workers_get_gres_and_device_limits():
     assert sts["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
 
 
-def test_plugstack_is_required_and_pyxis_optional():
+PYXIS_SETS = [{"name": "cpu", "replicas": 1},
+              {"name": "gpu", "replicas": 1, "pyxis": {"enabled": True, "storageSize": "20Gi",
+                                                       "enrootConfig": {"ENROOT_SQUASH_OPTIONS": "-comp zstd"},
+                                                       "registryCredentialsSecret": "pull"}}]
+
+
+def test_plugstack_is_required_and_pyxis_follows_the_jail_when_a_node_set_has_it():
     plain = slurm_files(make_cluster())["plugstack.conf"]
     assert "required /opt/soperator/lib/spank_chroot.so /mnt/jail" in plain and "pyxis" not in plain
-    assert "spank_pyxis.so" in slurm_files(make_cluster(plugStack={"pyxis": True}))["plugstack.conf"]
+    lines = [line for line in slurm_files(make_cluster(nodeSets=PYXIS_SETS))["plugstack.conf"].splitlines()
+             if line.startswith("required")]
+    assert lines == ["required /opt/soperator/lib/spank_chroot.so /mnt/jail",
+                     "required /usr/local/lib/slurm/spank_pyxis.so container_scope=global runtime_path=/run/pyxis"]
+
+
+def test_only_a_node_set_with_pyxis_gets_enroot_its_volume_and_no_seccomp_profile():
+    objects = _by_kind_name(render_all(make_cluster(nodeSets=PYXIS_SETS), None))
+    plain = objects[("StatefulSet", "demo-cpu")]["spec"]["template"]["spec"]
+    gpu = objects[("StatefulSet", "demo-gpu")]["spec"]["template"]["spec"]
+    assert plain["containers"][0]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not any(e["name"] == "SOPERATOR_ENROOT_CONF" for e in plain["containers"][0]["env"])
+    assert {v["name"] for v in plain["volumes"]}.isdisjoint({"enroot", "enroot-credentials"})
+    container = gpu["containers"][0]
+    assert container["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+    assert container["securityContext"]["capabilities"] == plain["containers"][0]["securityContext"]["capabilities"]
+    conf = next(e["value"] for e in container["env"] if e["name"] == "SOPERATOR_ENROOT_CONF")
+    settings = dict(line.split(" ", 1) for line in conf.splitlines() if line and not line.startswith("#"))
+    assert settings == {"ENROOT_RUNTIME_PATH": "/run/enroot/user-$(id -u)/runtime",
+                        "ENROOT_DATA_PATH": "/run/enroot/user-$(id -u)/data",
+                        "ENROOT_CACHE_PATH": "/run/enroot/user-$(id -u)/cache", "ENROOT_TEMP_PATH": "/tmp",
+                        "ENROOT_CONFIG_PATH": "/etc/soperator/enroot", "ENROOT_SQUASH_OPTIONS": "-comp zstd"}
+    volumes = {v["name"]: v for v in gpu["volumes"]}
+    assert volumes["enroot"] == {"name": "enroot", "emptyDir": {"sizeLimit": "20Gi"}}
+    assert volumes["enroot-credentials"]["secret"]["secretName"] == "pull"
+    assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/run/enroot", "/etc/soperator/enroot"}
+
+
+@pytest.mark.parametrize("config,field", [({"ENROOT_DATA_PATH": "/jail/shared"}, "ENROOT_DATA_PATH"),
+                                          ({"ENROOT_SQUASH_OPTIONS": "$(touch /x)"}, "ENROOT_SQUASH_OPTIONS"),
+                                          ({"PATH": "/x"}, "enrootConfig")])
+def test_enroot_settings_refuse_paths_shell_and_other_keys(config, field):
+    with pytest.raises(SpecError) as refused:
+        make_cluster(nodeSets=[{"name": "gpu", "pyxis": {"enabled": True, "enrootConfig": config}}])
+    assert "spec.nodeSets[0].pyxis.enrootConfig" in str(refused.value) and field in str(refused.value)
 
 
 def test_login_service_follows_the_spec():

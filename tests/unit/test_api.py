@@ -55,7 +55,7 @@ def test_status_is_ignored_on_input():
 
 
 def test_wire_form_round_trips():
-    cluster = make_cluster(nodeSets=[{"name": "gpu", "replicas": 7, "gpus": 8}], plugStack={"pyxis": True})
+    cluster = make_cluster(nodeSets=[{"name": "gpu", "replicas": 7, "gpus": 8, "pyxis": {"enabled": True}}])
     again = parse_cluster(cluster.wire())
     assert again == cluster
     assert cluster.wire()["spec"]["nodeSets"][0]["realMemoryMib"] == 1024
