@@ -136,6 +136,11 @@ def test_only_pyxis_node_sets_open_user_namespaces_and_enroot_runs_only_in_the_j
     probe = "unshare --user true 2>/dev/null && echo userns-created || echo userns-refused"
     assert _run(client, f"srun -w e2e-box-0 sh -c '{probe}'", timeout=60)[1].strip() == "userns-created"
     assert _run(client, f"srun -w e2e-cpu-0 sh -c '{probe}'", timeout=60)[1].strip() == "userns-refused"
+    # Root's own step on the Pyxis worker (no seccomp profile there) still cannot mount on the node:
+    # SYS_ADMIN is out of its bounding set.
+    root_step = podman("exec", "e2e-controller-0", "srun", "-w", "e2e-box-0", "sh", "-c",
+                       "mount -t tmpfs none /mnt 2>&1; echo done", check=False).stdout
+    assert "permission denied" in root_step.lower() and root_step.rstrip().endswith("done"), root_step
     # A container job sent to a node set without Pyxis fails at once with the reason, runs nothing
     # uncontained, and leaves nothing in the shared jail (the jail's own enroot.conf sees to it).
     code, out, err = _run(client, f"srun -w e2e-cpu-0 --container-image={IMAGE} grep ^VERSION_ID= /etc/os-release",

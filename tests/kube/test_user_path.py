@@ -8,13 +8,14 @@ with its own partition (jobs land where the partition says; adding and scaling i
 untouched), Slurm's view in the CR status and the pod conditions (read by the operator through
 slurmrestd with its JWT) equal to sinfo's, a partition change that must reach every node with no pod
 replaced, scale-in, an update and a controller restart under running jobs, scale to zero with a job
-pending, a node set removed, accounting switched on (a job in sacct), and `helm uninstall`, which must
-leave the jail and its data.
+pending, a node set removed, accounting switched on (a job in sacct), a node set with Pyxis added and
+a container job run on it, and `helm uninstall`, which must leave the jail and its data.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -26,6 +27,7 @@ from images.podman import PodmanError
 from tests.cluster.node import NODE_IP
 from tests.kube.conftest import adopt_crd
 from tests.kube.test_operator import scrape
+from tests.support.enroot_host import bookworm_image, import_podman_image
 from tests.support.job_reason import waits_for_nodes
 from tests.support.ssh_session import connect, run
 from tests.support.wait import until
@@ -161,6 +163,7 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         _scale_to_zero_pends_jobs_until_scaled_up(kubectl, namespace, login)
         _removed_node_set_goes_and_the_rest_stays(kubectl, namespace, login)
         _accounting_records_jobs(kubectl, namespace, login, local_cluster, tools)
+        _container_jobs_on_a_pyxis_node_set(kubectl, namespace, login, jail, tmp_path)
     finally:
         login.close()
 
@@ -321,6 +324,42 @@ def _accounting_records_jobs(kubectl, namespace: str, login: Login, local_cluste
     job = login.run("sbatch --parsable --wait -o /dev/null --wrap true").strip()
     until(lambda: login.run(f"sacct -a -n -X -P -j {job} -o State,ExitCode || true").strip() == "COMPLETED|0:0",
           120, "a job's record after the controller's restart", interval=2)
+
+
+def _container_jobs_on_a_pyxis_node_set(kubectl, namespace: str, login: Login, jail, workdir) -> None:
+    """A node set with Pyxis added to the running cluster: on the real kubelet and containerd, alice's
+    container job runs the image she keeps in the jail (a Debian 12 .sqsh made with `enroot import
+    podman://`), and its output lands in the jail. Its worker alone runs without the seccomp profile;
+    the node set removed again leaves the first one's pods as they were."""
+    image = jail / "home" / "alice" / "bookworm.sqsh"
+    import_podman_image(bookworm_image(workdir), image, workdir)
+    shutil.chown(image, 2001, 2001)
+    pods = _pod_uids(kubectl, namespace)
+    main = {"name": "main", "default": True}
+    box = {"name": "box", "replicas": 1, "pyxis": {"enabled": True, "storageSize": "2Gi"}}
+    kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
+        {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}, box], "partitions": [main]}}))
+    until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-box", check=False).returncode == 0,
+          120, "the operator to create the Pyxis node set's StatefulSet")
+    until(lambda: _ready_replicas(kubectl, namespace, f"{NAME}-box") == 1, 300, "the Pyxis worker ready")
+    until(lambda: "idle" in login.run(f"sinfo -h -n {NAME}-box-0 -o %t"), 120, "the Pyxis worker idle in Slurm")
+    # From alice's home: a step starts in the caller's directory, and root's is closed to her.
+    as_alice = "cd /home/alice && runuser -u alice --"
+    shown = login.run(f"{as_alice} srun -w {NAME}-box-0 --container-image=/home/alice/bookworm.sqsh "
+                      "grep ^VERSION_ID= /etc/os-release")
+    assert shown.strip() == 'VERSION_ID="12"'  # the image's; the jail is Debian 13
+    login.run(f"{as_alice} sbatch --wait -w {NAME}-box-0 --container-image=/home/alice/bookworm.sqsh "
+              "-o /home/alice/container.out --wrap 'grep ^VERSION_ID= /etc/os-release'")
+    assert (jail / "home" / "alice" / "container.out").read_text() == 'VERSION_ID="12"\n'  # in the jail
+    # The runtime's seccomp filter: none on the Pyxis worker, the runtime's default on the others.
+    seccomp = {pod: kubectl("-n", namespace, "exec", pod, "--", "grep", "^Seccomp:", "/proc/1/status").stdout.split()[1]
+               for pod in (f"{NAME}-box-0", f"{NAME}-worker-0")}
+    assert seccomp == {f"{NAME}-box-0": "0", f"{NAME}-worker-0": "2"}
+    kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
+        {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}], "partitions": [main]}}))
+    until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-box", check=False).returncode != 0, 180,
+          "the Pyxis node set's StatefulSet to be deleted")
+    assert {k: v for k, v in _pod_uids(kubectl, namespace).items() if "-box-" not in k} == pods
 
 
 def _operator_pods(kubectl, namespace: str) -> list[str]:
