@@ -1,8 +1,9 @@
 """Build every image with podman: `python -m images.build [--force]`.
 
 Order: a Debian base from debootstrap (no registry needed; the tarball is cached), the common node
-image, then controller, worker, login, jail, populate-jail, the operator, and the accounting database. A build whose inputs did
-not change is skipped (a hash of the inputs and of its parents' is stored as an image label).
+image (which also compiles Pyxis and enroot from images/vendor.py's pinned archives), then
+controller, worker, login, jail, populate-jail, the operator, and the accounting database. A build
+whose inputs did not change is skipped (a hash of the inputs and of its parents' is stored as an image label).
 `--only operator` builds one image and what it is built FROM.
 """
 from __future__ import annotations
@@ -23,10 +24,16 @@ from soperator import __version__
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+SUITE = "trixie"  # Debian 13: Slurm 24.11 in every image
+
+
+def base_ref(suite: str) -> str:
+    return f"localhost/soperator/debian:{suite}-nodebs"
+
+
 # Containerfiles say `FROM BASE_IMAGE`. Renamed when what goes into the base changes, so that a
 # machine with an older cached base builds the new one.
-SUITE = "trixie"  # Debian 13: Slurm 24.11 in every image
-BASE = f"localhost/soperator/debian:{SUITE}-nodebs"
+BASE = base_ref(SUITE)
 # image name -> (directory under images/, images it is built FROM or copies from); parents come first.
 IMAGES = {"node": ("common", ()), "controller": ("controller", ("node",)), "worker": ("worker", ("node",)),
           "login": ("login", ("node",)), "jail": ("jail", ("node",)),
@@ -37,10 +44,6 @@ LABEL = "dev.soperator.inputs"
 
 def image_ref(name: str) -> str:
     return f"localhost/soperator/{name}:{__version__}"
-
-
-def base_ref(suite: str) -> str:
-    return f"localhost/soperator/debian:{suite}-nodebs"
 
 
 def ensure_base(suite: str = SUITE) -> str:
