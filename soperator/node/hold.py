@@ -96,6 +96,7 @@ def release(poll: float = 5.0) -> None:
     """Resume the nodes this hold drained, and only those."""
     while (nodes := observe()) is None:
         time.sleep(poll)
-    ours = [n.name for n in nodes if n.drained_by_us]
+    # Sorted: slurmctld lists dynamic nodes in the order they registered, which varies from run to run.
+    ours = sorted(n.name for n in nodes if n.drained_by_us)
     _update(ours, "State=RESUME")
     log(f"released: {', '.join(ours) or 'nothing held'}")
