@@ -8,12 +8,15 @@ import resource
 import shutil
 import socket
 import subprocess
+import time
 
 from .associations import AssociationSync
 from .cluster_id import take_cluster_id_from_database
 from .database import SOCKET as DB_SOCKET, ensure_account, prepare_datadir, server_argv
+from .fresh_boot import fail_jobs_of_previous_container, record
 from .hold import hold, release
 from .mounts import CONTAINERS, LOGIN, WORKER, bind, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
+from .names import wait_for_names
 from .reconfigure import ConfigWatch
 from .scontrol import scontrol
 from .supervise import Supervisor, log, wait_for_path
@@ -35,6 +38,8 @@ ROOT_KEYS = "/run/soperator/root_authorized_keys"
 JAIL_LIB = "/opt/soperator/lib/libsoperator_jail.so"
 POPULATED = ".soperator/populated"
 ENROOT_CONF = "/run/soperator/enroot.conf"
+# How long a node waits for the names its daemons need (its own, the controller's) to resolve.
+NAMES_WAIT = 300.0
 # Read by the chroot plugin on the node before a step enters the jail (jail.h: SOPERATOR_NODE_USERNS_MARK).
 USERNS_MARK = "/run/soperator/allow-user-namespaces"
 
@@ -93,6 +98,7 @@ def controller(sup: Supervisor) -> None:
     # slurmctld checks slurmrestd callers' tokens with it (AuthAltParameters=jwt_key=...).
     install_key(JWT_SECRET, JWT_KEY, "slurm")
     start_munged(sup)
+    wait_for_names([socket.gethostname()], NAMES_WAIT)  # SlurmctldHost: slurmctld must find itself
     take_cluster_id_from_database(SLURM_CONF, SLURMCTLD_STATE)
     sup.start("slurmctld", ["slurmctld", "-D", "-f", SLURM_CONF])
     sup.every(5.0, ConfigWatch(os.path.dirname(SLURM_CONF), os.path.join(SLURMCTLD_STATE, ".soperator-pushed"),
@@ -141,11 +147,17 @@ def worker(sup: Supervisor) -> None:
     os.makedirs(CONFIGLESS_DIR, exist_ok=True)
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER))}")
     enable_containers()
+    name, conf_server = socket.gethostname(), os.environ["SOPERATOR_CONF_SERVER"]
+    wait_for_names([conf_server.rsplit(":", 1)[0], name], NAMES_WAIT)
+    log(fail_jobs_of_previous_container(name, conf_server))
+    # This container's identity in Slurm (the node's InstanceId): only it may delete the record.
+    instance = f"{os.environ.get('SOPERATOR_POD_UID', 'pod')}/{time.time_ns()}"
     sup.follow("slurmd-log", SLURMD_LOG)
-    # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod.
-    sup.start("slurmd", ["slurmd", "-D", "-Z", "--conf-server", os.environ["SOPERATOR_CONF_SERVER"],
+    # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod. `-b`:
+    # its boot time is slurmd's start, this container's, not the host kernel's (kept across reconfigure).
+    sup.start("slurmd", ["slurmd", "-D", "-Z", "-b", "--instance-id", instance, "--conf-server", conf_server,
                          "--conf", os.environ["SOPERATOR_SLURMD_CONF"]],
-              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, after_stop=forget_node)
+              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, after_stop=lambda: forget_node(name, instance))
 
 
 def enable_containers() -> None:
@@ -169,10 +181,16 @@ def enable_containers() -> None:
     log(f"container jobs (Pyxis): bound into the jail: {', '.join(bound)}; job steps may create user namespaces")
 
 
-def forget_node() -> None:
+def forget_node(name: str, instance: str) -> None:
     """A worker pod that goes away takes its node record along (a dynamic node's record otherwise
-    stays, DOWN), so Slurm lists the live workers only. Slurm refuses while a job still runs there."""
-    name = socket.gethostname()
+    stays, DOWN), so Slurm lists the live workers only. Slurm refuses while a job still runs there.
+    Only this container's record: a pod deleted by force is replaced at once, and its successor may
+    have registered under the same name already."""
+    node, failure = record(name)
+    if failure or node is None or node.instance_id != instance:
+        log(f"node {name} left in Slurm: " + (failure or ("no record" if node is None else
+                                                         f"it is another container's now ({node.instance_id})")))
+        return
     proc = scontrol("delete", f"NodeName={name}")
     log(f"node {name} deleted from Slurm" if proc.returncode == 0 else
         f"node {name} not deleted from Slurm: {proc.stderr.strip() or proc.returncode}")
@@ -203,8 +221,10 @@ def login(sup: Supervisor) -> None:
     # It runs as SlurmUser, and in the foreground as under systemd, saying when it has the files.
     os.makedirs(CONFIGLESS_DIR, exist_ok=True)
     shutil.chown(CONFIGLESS_DIR, "slurm", "slurm")
+    conf_server = os.environ["SOPERATOR_CONF_SERVER"]
+    wait_for_names([conf_server.rsplit(":", 1)[0], socket.gethostname()], NAMES_WAIT)
     sup.start_notified("sackd", ["runuser", "-u", "slurm", "--", "sackd", "--systemd", "--conf-server",
-                                 os.environ["SOPERATOR_CONF_SERVER"]], timeout=180, owner="slurm")
+                                 conf_server], timeout=180, owner="slurm")
     log(f"nosuid,nodev: {', '.join(harden_jail(JAIL))}")
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
     mount_private_proc(JAIL)

@@ -4,5 +4,5 @@ from __future__ import annotations
 import subprocess
 
 
-def scontrol(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=timeout)
+def scontrol(*args: str, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=timeout, env=env)

@@ -70,7 +70,10 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
         "env": [{"name": "SOPERATOR_COMPONENT", "value": WORKER},
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail},
                 {"name": "SOPERATOR_CONF_SERVER", "value": conf_server(cluster)},
-                {"name": "SOPERATOR_SLURMD_CONF", "value": worker_node_conf(node_set)}, *pyxis_env],
+                {"name": "SOPERATOR_SLURMD_CONF", "value": worker_node_conf(node_set)},
+                # Part of the node's InstanceId in Slurm: which pod (and container) registered it.
+                {"name": "SOPERATOR_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+                *pyxis_env],
         "ports": [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}],
         "securityContext": worker_security_context(node_set),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster, node_set.sub_mounts) + local_mounts + [

@@ -245,6 +245,10 @@ class Node:
     def _ctr(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         return run("ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args, check=check, timeout=timeout)
 
+    def kill_container(self, container_id: str) -> None:
+        """SIGKILL a container's main process, as an OOM kill or a crash of it ends the container."""
+        self._ctr("tasks", "kill", "-s", "SIGKILL", container_id.removeprefix("containerd://"))
+
     def plane_kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
         from tests.cluster.tools import ensure_tools
 

@@ -162,6 +162,7 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         _controller_restart_keeps_the_running_job(kubectl, namespace, login)
         _scale_to_zero_pends_jobs_until_scaled_up(kubectl, namespace, login)
         _removed_node_set_goes_and_the_rest_stays(kubectl, namespace, login)
+        _dead_workers_fail_their_jobs_and_come_back(kubectl, namespace, login, local_cluster.node)
         _accounting_records_jobs(kubectl, namespace, login, local_cluster, tools)
         _container_jobs_on_a_pyxis_node_set(kubectl, namespace, login, jail, tmp_path)
     finally:
@@ -282,6 +283,58 @@ def _removed_node_set_goes_and_the_rest_stays(kubectl, namespace: str, login: Lo
           "the removed node set's StatefulSet to be deleted")
     until(lambda: f"{NAME}-big" not in login.run("sinfo -h -N -o %N"), 120, "its node records gone")
     assert _pod_uids(kubectl, namespace) == pods
+
+
+def _dead_workers_fail_their_jobs_and_come_back(kubectl, namespace: str, login: Login, node) -> None:
+    """Worker containers that die under running jobs, on the real kubelet: slurmd killed (the kubelet
+    restarts the container), the container's main process killed through containerd, then both pods
+    deleted by force (their StatefulSet makes new ones). Each dead node's requeueable batch job (its
+    srun step running) is requeued, runs again and completes; the interactive srun job ends NODE_FAIL
+    and srun exits non-zero; no job stays RUNNING; the nodes come back idle. (One CPU a worker here:
+    one job a node at a time.)"""
+    w0, w1 = f"{NAME}-worker-0", f"{NAME}-worker-1"
+
+    def batch_on(worker: str, tag: str) -> str:
+        job = login.run(f"sbatch --parsable --requeue -w {worker} --open-mode=append -o /root/userpath/{tag}.out "
+                        "--wrap 'echo start-${SLURM_RESTART_COUNT:-0}; srun sleep $((SLURM_RESTART_COUNT ? 1 : 600)); "
+                        "echo done'").strip()
+        until(lambda: f"{job}.0" in login.run(f"squeue -h -s -j {job} -o %i").split(), 60, f"{tag}'s srun step")
+        return job
+
+    def requeued(tag: str, job: str) -> None:
+        until(lambda: "Restarts=1" in login.run(f"scontrol -o show job {job}"), 120, f"{tag}'s batch job requeued")
+
+    def container(pod: str) -> str:
+        body = json.loads(kubectl("-n", namespace, "get", "pod", pod, "-o", "json").stdout)
+        return body["status"]["containerStatuses"][0]["containerID"]
+
+    def idle() -> None:
+        until(lambda: login.run(f"sinfo -h -n {w0},{w1} -o %t").split() == ["idle"], 180, "both nodes idle again")
+
+    batches = {"slurmd": batch_on(w0, "slurmd"), "main": batch_on(w1, "main")}
+    kubectl("-n", namespace, "exec", w0, "--", "sh", "-c", "kill -9 $(cat /run/slurmd.pid)")
+    node.kill_container(container(w1))
+    for tag, job in batches.items():
+        requeued(tag, job)
+    idle()
+
+    batches["replaced"] = batch_on(w0, "replaced")
+    login.run(f"setsid sh -c 'srun -J interactive -w {w1} sleep 600 >/dev/null 2>&1; "
+              "echo $? > /root/userpath/interactive.rc' </dev/null >/dev/null 2>&1 &")
+    interactive = until(lambda: login.run("squeue -h -n interactive -t R -o %i").strip(), 60, "the srun job to run")
+    uids = _pod_uids(kubectl, namespace)
+    kubectl("-n", namespace, "delete", "pod", w0, w1, "--grace-period=0", "--force")
+    requeued("replaced", batches["replaced"])
+    until(lambda: _job_state(login, interactive) == "NODE_FAIL", 120, "the srun job to end as a node failure")
+    rc = until(lambda: login.run("cat /root/userpath/interactive.rc 2>/dev/null || true").strip(), 60, "srun to exit")
+    assert rc != "0"
+    now = _pod_uids(kubectl, namespace)
+    assert now.get(w0) != uids[w0] and now.get(w1) != uids[w1]
+    for tag, job in batches.items():  # a requeued job waits out its launch credential (2 minutes)
+        until(lambda: _job_state(login, job) == "COMPLETED", 400, f"{tag}'s batch job to run again")
+        assert login.run(f"cat /root/userpath/{tag}.out").split() == ["start-0", "start-1", "done"]
+    assert login.run("squeue -h -t R -o '%i %N'").strip() == ""
+    idle()
 
 
 def _accounting_records_jobs(kubectl, namespace: str, login: Login, local_cluster, tools) -> None:

@@ -134,7 +134,7 @@ def test_workers_register_with_what_the_spec_gives_their_pods():
     cluster = make_cluster(nodeSets=[{"name": "a100", "cpus": 8, "realMemoryMib": 64000, "gpus": 4,
                                       "gres": ["shard:16"], "features": ["ib"]}])
     sts = _by_kind_name(render_all(cluster, None))[("StatefulSet", "demo-a100")]
-    env = {e["name"]: e["value"] for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SOPERATOR_SLURMD_CONF"] == "Feature=a100,ib CPUs=8 RealMemory=64000 Gres=gpu:4,shard:16"
     assert env["SOPERATOR_CONF_SERVER"] == "demo-controller-0:6817"
     assert {v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]} == {"munge-key", "jail", "spool", "shm"}

@@ -8,8 +8,10 @@ volumeMount, with ConfigMap and Secret volumes materialised as files with the re
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,9 +103,11 @@ def run_args(name: str, pod: dict, store: VolumeStore, network: str,
     """`podman run` arguments, split as (options, image and its arguments)."""
     container = pod["containers"][0]
     args = ["run", "-d", "--name", name, "--hostname", hostname or name, "--network", network]
+    if network != "host":  # the node's own network: its resolvers, as a kubelet's hostNetwork pod
+        args += ["--dns", cluster_dns(network)]
     args += security_args(pod, container)
     for env in container.get("env", []):
-        args += ["-e", f"{env['name']}={env['value']}"]
+        args += ["-e", f"{env['name']}={env['value'] if 'value' in env else downward(env['valueFrom'], name)}"]
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
     for mount in container.get("volumeMounts", []):
         volume = volumes.get(mount["name"], {"name": mount["name"]})
@@ -112,6 +116,27 @@ def run_args(name: str, pod: dict, store: VolumeStore, network: str,
     if container.get("command"):
         args += ["--entrypoint", json.dumps(container["command"])]
     return args, [container["image"], *container.get("args", [])]
+
+
+@functools.cache
+def cluster_dns(network: str) -> str:
+    """The network's own name server (aardvark-dns, at its gateway), as a pod's only resolver: a kubelet
+    (dnsPolicy ClusterFirst) gives a pod the cluster DNS alone. podman would also list the host's
+    resolvers after it, and then a moment when aardvark-dns does not answer (it stops listening while
+    it reloads, as containers come and go) sends a container's lookup on to a server that knows no
+    container and answers "no such name": a definitive failure where a retry would have found it."""
+    gateway = podman("network", "inspect", "--format", "{{range .Subnets}}{{.Gateway}}{{end}}", network)
+    return gateway.stdout.strip()
+
+
+def downward(source: dict, name: str) -> str:
+    """The downward API's pod fields a kubelet fills in; a new container stands for a new pod."""
+    field = source["fieldRef"]["fieldPath"]
+    if field == "metadata.name":
+        return name
+    if field == "metadata.uid":
+        return str(uuid.uuid4())
+    raise ValueError(f"no stand-in for the downward API's {field}")
 
 
 def start_pod(name: str, pod: dict, store: VolumeStore, network: str, extra: list[str] = (),
