@@ -184,12 +184,14 @@ def enable_containers() -> None:
 def forget_node(name: str, instance: str) -> None:
     """A worker pod that goes away takes its node record along (a dynamic node's record otherwise
     stays, DOWN), so Slurm lists the live workers only. Slurm refuses while a job still runs there.
-    Only this container's record: a pod deleted by force is replaced at once, and its successor may
-    have registered under the same name already."""
+    Only this container's record, and not a DOWN one: a pod deleted by force is replaced at once, and
+    its successor may have registered under the same name already, or set the node DOWN to end the
+    jobs this container held and not yet registered."""
     node, failure = record(name)
-    if failure or node is None or node.instance_id != instance:
-        log(f"node {name} left in Slurm: " + (failure or ("no record" if node is None else
-                                                         f"it is another container's now ({node.instance_id})")))
+    if failure or node is None or node.instance_id != instance or "DOWN" in node.state:
+        why = failure or ("no record" if node is None else "DOWN" if node.instance_id == instance else
+                          f"it is another container's now ({node.instance_id})")
+        log(f"node {name} left in Slurm: {why}")
         return
     proc = scontrol("delete", f"NodeName={name}")
     log(f"node {name} deleted from Slurm" if proc.returncode == 0 else
