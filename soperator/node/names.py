@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Callable
 
 from .supervise import log
 
@@ -19,9 +20,11 @@ def lookup(name: str) -> str:
     return ""
 
 
-def wait_for_names(names: list[str], timeout: float, poll: float = 0.5) -> None:
+def wait_for_names(names: list[str], timeout: float, stop: Callable[[], bool] = lambda: False,
+                   poll: float = 0.5) -> None:
     """Return once every name resolves; a log line for each name that does not at first, and again
-    when it does; RuntimeError naming what did not resolve after `timeout` seconds."""
+    when it does; RuntimeError naming what did not resolve after `timeout` seconds, or once the
+    container is told to stop."""
     deadline = time.monotonic() + timeout
     waiting: dict[str, str] = {}
     while True:
@@ -34,7 +37,7 @@ def wait_for_names(names: list[str], timeout: float, poll: float = 0.5) -> None:
         waiting = failing
         if not failing:
             return
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"names did not resolve within {timeout:.0f} s: "
-                               + "; ".join(f"{name} ({why})" for name, why in failing.items()))
+        if time.monotonic() > deadline or stop():
+            waited = "stopped while waiting" if stop() else f"names did not resolve within {timeout:.0f} s"
+            raise RuntimeError(f"{waited}: " + "; ".join(f"{name} ({why})" for name, why in failing.items()))
         time.sleep(poll)

@@ -13,7 +13,7 @@ import time
 from .associations import AssociationSync
 from .cluster_id import take_cluster_id_from_database
 from .database import SOCKET as DB_SOCKET, ensure_account, prepare_datadir, server_argv
-from .fresh_boot import fail_jobs_of_previous_container, record
+from .fresh_boot import forget_refusal, record, take_over
 from .hold import hold, release
 from .mounts import CONTAINERS, LOGIN, WORKER, bind, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
 from .names import wait_for_names
@@ -38,8 +38,9 @@ ROOT_KEYS = "/run/soperator/root_authorized_keys"
 JAIL_LIB = "/opt/soperator/lib/libsoperator_jail.so"
 POPULATED = ".soperator/populated"
 ENROOT_CONF = "/run/soperator/enroot.conf"
-# How long a node waits for the names its daemons need (its own, the controller's) to resolve.
-NAMES_WAIT = 300.0
+# How long a node waits, before its daemon starts, for the controller's name to resolve and for
+# slurmctld to answer: within the worker's liveness probe (8 x 15 s), so the reason is logged.
+START_WAIT = 90.0
 # Read by the chroot plugin on the node before a step enters the jail (jail.h: SOPERATOR_NODE_USERNS_MARK).
 USERNS_MARK = "/run/soperator/allow-user-namespaces"
 
@@ -98,7 +99,6 @@ def controller(sup: Supervisor) -> None:
     # slurmctld checks slurmrestd callers' tokens with it (AuthAltParameters=jwt_key=...).
     install_key(JWT_SECRET, JWT_KEY, "slurm")
     start_munged(sup)
-    wait_for_names([socket.gethostname()], NAMES_WAIT)  # SlurmctldHost: slurmctld must find itself
     take_cluster_id_from_database(SLURM_CONF, SLURMCTLD_STATE)
     sup.start("slurmctld", ["slurmctld", "-D", "-f", SLURM_CONF])
     sup.every(5.0, ConfigWatch(os.path.dirname(SLURM_CONF), os.path.join(SLURMCTLD_STATE, ".soperator-pushed"),
@@ -148,10 +148,10 @@ def worker(sup: Supervisor) -> None:
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER))}")
     enable_containers()
     name, conf_server = socket.gethostname(), os.environ["SOPERATOR_CONF_SERVER"]
-    wait_for_names([conf_server.rsplit(":", 1)[0], name], NAMES_WAIT)
-    log(fail_jobs_of_previous_container(name, conf_server))
+    wait_for_names([conf_server.rsplit(":", 1)[0]], START_WAIT, stop=lambda: sup.stopping)
     # This container's identity in Slurm (the node's InstanceId): only it may delete the record.
     instance = f"{os.environ.get('SOPERATOR_POD_UID', 'pod')}/{time.time_ns()}"
+    log(take_over(name, instance, conf_server, START_WAIT, stop=lambda: sup.stopping))
     sup.follow("slurmd-log", SLURMD_LOG)
     # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod. `-b`:
     # its boot time is slurmd's start, this container's, not the host kernel's (kept across reconfigure).
@@ -184,16 +184,17 @@ def enable_containers() -> None:
 def forget_node(name: str, instance: str) -> None:
     """A worker pod that goes away takes its node record along (a dynamic node's record otherwise
     stays, DOWN), so Slurm lists the live workers only. Slurm refuses while a job still runs there.
-    Only this container's record, and not a DOWN one: a pod deleted by force is replaced at once, and
-    its successor may have registered under the same name already, or set the node DOWN to end the
-    jobs this container held and not yet registered."""
+    Only while the record is still this container's (fresh_boot.forget_refusal)."""
     node, failure = record(name)
-    if failure or node is None or node.instance_id != instance or "DOWN" in node.state:
-        why = failure or ("no record" if node is None else "DOWN" if node.instance_id == instance else
-                          f"it is another container's now ({node.instance_id})")
-        log(f"node {name} left in Slurm: {why}")
+    refused = forget_refusal(node, failure, instance)
+    if refused:
+        log(f"node {name} left in Slurm: {refused}")
         return
-    proc = scontrol("delete", f"NodeName={name}")
+    try:
+        proc = scontrol("delete", f"NodeName={name}")
+    except subprocess.TimeoutExpired:
+        log(f"node {name} not deleted from Slurm: scontrol timed out")
+        return
     log(f"node {name} deleted from Slurm" if proc.returncode == 0 else
         f"node {name} not deleted from Slurm: {proc.stderr.strip() or proc.returncode}")
 
@@ -224,7 +225,7 @@ def login(sup: Supervisor) -> None:
     os.makedirs(CONFIGLESS_DIR, exist_ok=True)
     shutil.chown(CONFIGLESS_DIR, "slurm", "slurm")
     conf_server = os.environ["SOPERATOR_CONF_SERVER"]
-    wait_for_names([conf_server.rsplit(":", 1)[0], socket.gethostname()], NAMES_WAIT)
+    wait_for_names([conf_server.rsplit(":", 1)[0]], START_WAIT, stop=lambda: sup.stopping)
     sup.start_notified("sackd", ["runuser", "-u", "slurm", "--", "sackd", "--systemd", "--conf-server",
                                  conf_server], timeout=180, owner="slurm")
     log(f"nosuid,nodev: {', '.join(harden_jail(JAIL))}")

@@ -7,7 +7,8 @@ kubelet restarts it), the container's main process killed from the host (an OOM 
 pod deleted by force and replaced by a new one under the same name. For each: both jobs leave
 RUNNING as node failures, the batch job is requeued and runs again to completion, the srun caller
 hears of the failure, no job stays RUNNING on a node that does not run it, and the node is back in
-service (the third one drained, as its admin left it)."""
+service (the third one drained, as its admin left it). Workers started before their controller wait for
+its name first."""
 from __future__ import annotations
 
 import os
@@ -118,3 +119,8 @@ def test_a_dead_worker_container_fails_its_jobs_requeues_batch_jobs_and_returns(
         assert (cluster.jail / "root" / f"{name}.out").read_text().split() == ["start-0", "start-1", "done-1"]
     assert _ctl("squeue", "-h", "-t", "R", "-o", "%i %N").strip() == ""
     until(lambda: [_node_state(n) for n in WORKERS] == ["idle"] * 3, 120, "every node idle again")
+    # The new pod took the record over (its InstanceId); going away gracefully, it deletes it.
+    uid = podman("exec", WORKERS[2], "printenv", "SOPERATOR_POD_UID").stdout.strip()
+    assert f"InstanceId={uid}/" in _ctl("scontrol", "show", "node", WORKERS[2])
+    podman("stop", "-t", "30", WORKERS[2])
+    until(lambda: WORKERS[2] not in _ctl("sinfo", "-h", "-N", "-o", "%N").split(), 60, "its record to go")

@@ -328,8 +328,8 @@ def _dead_workers_fail_their_jobs_and_come_back(kubectl, namespace: str, login: 
     until(lambda: _job_state(login, interactive) == "NODE_FAIL", 120, "the srun job to end as a node failure")
     rc = until(lambda: login.run("cat /root/userpath/interactive.rc 2>/dev/null || true").strip(), 60, "srun to exit")
     assert rc != "0"
-    now = _pod_uids(kubectl, namespace)
-    assert now.get(w0) != uids[w0] and now.get(w1) != uids[w1]
+    until(lambda: all(_pod_uids(kubectl, namespace).get(w) not in (None, uids[w]) for w in (w0, w1)), 180,
+          "both new pods running")
     for tag, job in batches.items():  # a requeued job waits out its launch credential (2 minutes)
         until(lambda: _job_state(login, job) == "COMPLETED", 400, f"{tag}'s batch job to run again")
         assert login.run(f"cat /root/userpath/{tag}.out").split() == ["start-0", "start-1", "done"]

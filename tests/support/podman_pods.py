@@ -159,9 +159,10 @@ def require_name_resolution(network: str, image: str) -> None:
         raise PodmanError(f"podman network {network} has no name resolution (backend {backend or '?'}, "
                           f"dns_enabled {dns or '?'}): install netavark and aardvark-dns (.ci/setup does)")
     probe = f"{network}-dns-probe"
-    podman("run", "-d", "--rm", "--name", probe, "--network", network, "--entrypoint", "sleep", image, "60")
+    dns = ["--dns", cluster_dns(network)]
+    podman("run", "-d", "--rm", "--name", probe, "--network", network, *dns, "--entrypoint", "sleep", image, "60")
     try:
-        answer = podman("run", "--rm", "--network", network, "--entrypoint", "getent", image, "hosts", probe,
+        answer = podman("run", "--rm", "--network", network, *dns, "--entrypoint", "getent", image, "hosts", probe,
                         check=False)
     finally:
         podman("rm", "-f", "-t", "0", probe, check=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from soperator.node.fresh_boot import REASON, Record
+from soperator.node.fresh_boot import REASON, Record, down_reason, forget_refusal
 
 
 def _record(state: list[str], reason: str = "", instance: str = "") -> Record:
@@ -32,4 +32,27 @@ def test_the_reason_is_read_whole_and_other_nodes_are_not_taken_for_this_one():
     node = _record(["MIXED", "DRAIN"], "admin: bad fan", "uid/1")
     assert (node.reason, node.instance_id) == ("admin: bad fan", "uid/1")
     assert Record.parse({"nodes": [{"name": "w-1", "state": ["IDLE"]}]}, "w-0") is None
-    assert REASON.startswith("soperator:")
+
+
+@pytest.mark.parametrize("state, reason, given", [
+    (["ALLOCATED"], "", REASON),
+    (["MIXED", "DRAIN"], "admin: bad fan", "admin: bad fan"),     # drained: returns drained, same words
+    (["ALLOCATED", "FAIL"], "admin: ecc errors", "admin: ecc errors"),
+    (["ALLOCATED", "DRAIN"], "", REASON),                         # a drain with no reason: ours
+    (["ALLOCATED"], "Not responding", REASON),                     # not a drain: Slurm's word is replaced
+])
+def test_the_down_keeps_a_drain_and_its_reason(state, reason, given):
+    assert down_reason(_record(state, reason)) == given
+
+
+@pytest.mark.parametrize("node, failure, refused", [
+    (_record(["IDLE"], instance="pod-a/1"), "", ""),                       # its own record: deleted
+    (_record(["DOWN"], instance="pod-a/1"), "", ""),                       # its own, down: deleted too
+    (_record(["IDLE"], instance="pod-b/2"), "", "another container's"),    # taken over by its successor
+    (_record(["IDLE"], instance=""), "", "another container's"),
+    (None, "", "no record"),
+    (None, "Unable to contact slurm controller", "Unable to contact"),    # unknown is never "mine"
+])
+def test_a_stopping_container_deletes_only_its_own_record(node, failure, refused):
+    why = forget_refusal(node, failure, "pod-a/1")
+    assert (why == "") if not refused else (refused in why), why
