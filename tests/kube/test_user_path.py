@@ -8,8 +8,9 @@ with its own partition (jobs land where the partition says; adding and scaling i
 untouched), Slurm's view in the CR status and the pod conditions (read by the operator through
 slurmrestd with its JWT) equal to sinfo's, a partition change that must reach every node with no pod
 replaced, scale-in, an update and a controller restart under running jobs, scale to zero with a job
-pending, a node set removed, accounting switched on (a job in sacct), a node set with Pyxis added and
-a container job run on it, and `helm uninstall`, which must leave the jail and its data.
+pending, a node set removed, workers killed under running jobs (their jobs requeued or failed, the
+nodes back), accounting switched on (a job in sacct), a node set with Pyxis added and a container job
+run on it, and `helm uninstall`, which must leave the jail and its data.
 """
 from __future__ import annotations
 
