@@ -48,7 +48,7 @@ def poll(client: SlurmRestClient, cluster, pods: list[dict]) -> dict:
 
 def bench_cluster(size: int):
     return make_cluster(name=NAME, nodeSets=[{"name": "cpu", "replicas": size}],
-                        slurmConfig={"maxNodeCount": 65536, "proctrackType": "proctrack/linuxproc",
+                        slurmConfig={"maxNodeCount": 65535, "proctrackType": "proctrack/linuxproc",
                                      "taskPlugin": "task/none"})
 
 

@@ -5,28 +5,26 @@ import argparse
 import json
 import socket
 import sys
-from typing import Any, Iterator
+from typing import Any
 
-import yaml
-
+from soperator import kubeyaml
 from soperator.api import SpecError, parse_cluster
 from soperator.api.crd import crd_yaml
 from soperator.yamlio import dump_all
 
 
-def _documents(path: str) -> Iterator[Any]:
-    with (sys.stdin if path == "-" else open(path)) as fh:
-        for doc in yaml.safe_load_all(fh):
-            if doc is not None:
-                yield doc
+def _documents(path: str) -> list[Any]:
+    """The file's documents as kubectl would send them (soperator/kubeyaml.py)."""
+    with (sys.stdin if path == "-" else open(path, encoding="utf-8")) as fh:
+        return list(kubeyaml.load_all(fh.read()))
 
 
 def _load(path: str):
     """Parse every document; report every error of every document before giving up."""
     clusters, failed = [], False
     try:
-        docs = list(_documents(path))
-    except (OSError, yaml.YAMLError) as exc:
+        docs = _documents(path)
+    except (OSError, UnicodeDecodeError, kubeyaml.ManifestError) as exc:
         print(f"error: {path}: {exc}", file=sys.stderr)
         return None
     if not docs:

@@ -1,6 +1,6 @@
-import yaml
 import pytest
 
+from soperator import kubeyaml
 from soperator.api import parse_cluster
 from soperator.keys import generate_munge_key, generate_ssh_host_keys
 from soperator.render import KeyMaterial
@@ -16,7 +16,7 @@ def keys() -> KeyMaterial:
 
 def load_example(path):
     with open(path) as fh:
-        return parse_cluster(yaml.safe_load(fh))
+        return parse_cluster(kubeyaml.load(fh.read()))
 
 
 @pytest.fixture(params=EXAMPLES, ids=lambda p: p.stem)

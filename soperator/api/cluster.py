@@ -6,7 +6,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from soperator.api.common import ApiModel, AtField
-from soperator.api.fields import LabelMap
+from soperator.api.fields import AnnotationMap, LabelMap
 from soperator.api.spec import MAX_STATEFUL_SET_NAME, SlurmClusterSpec
 from soperator.api.status import SlurmClusterStatus
 
@@ -33,7 +33,7 @@ class ObjectMeta(BaseModel):
     uid: Optional[str] = None
     generation: Optional[int] = None
     labels: LabelMap = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    annotations: AnnotationMap = Field(default_factory=dict)
 
 
 class SlurmCluster(ApiModel):

@@ -1,13 +1,15 @@
 """Building blocks shared by every component of the SlurmCluster spec."""
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 from typing_extensions import Annotated
 
-from soperator.api.fields import LabelMap, Quantity, quantity_value
+from soperator.api.fields import (DNS_SUBDOMAIN_PATTERN, LABEL_VALUE_PATTERN, MAX_SAFE_INTEGER, QUALIFIED_NAME_PATTERN,
+                                  LabelMap, Quantity, cel, quantity_value)
 
 # Free-form on purpose: Kubernetes' own Affinity type is large and versioned by the apiserver,
 # which validates it when the pod template is applied.
@@ -15,12 +17,6 @@ FreeFormObject = Annotated[
     dict[str, Any],
     WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
 ]
-
-
-def cel(*rules: tuple[str, str] | dict) -> dict[str, Any]:
-    """CEL rules for the CRD (`x-kubernetes-validations`): the apiserver's copy of a model rule."""
-    return {"x-kubernetes-validations": [r if isinstance(r, dict) else {"rule": r[0], "message": r[1]}
-                                         for r in rules]}
 
 
 def unique_rule(field: str, message: str) -> tuple[str, str]:
@@ -52,32 +48,94 @@ class ApiModel(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
+# The resources a container may name: Kubernetes' own, huge pages of a size, or an extended resource
+# (a device plugin's, e.g. nvidia.com/gpu), which is qualified by a domain other than kubernetes.io.
+STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+_EXTENDED = rf"^{DNS_SUBDOMAIN_PATTERN[1:-1]}/([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$"
+_HUGEPAGES = r"^hugepages-[0-9]+(Ki|Mi|Gi)$"
+
+
+def resource_kind(name: str) -> str | None:
+    """'standard', 'hugepages' or 'extended'; None for a name Kubernetes refuses."""
+    if name in STANDARD_RESOURCES:
+        return "standard"
+    if re.fullmatch(_HUGEPAGES[1:-1], name):
+        return "hugepages"
+    if (re.fullmatch(_EXTENDED[1:-1], name) and not name.startswith(("kubernetes.io/", "requests."))
+            and len(name.rsplit("/", 1)[1]) <= 63):
+        return "extended"
+    return None
+
+
+_NAMES_RULE = (f"self.all(k, k in {list(STANDARD_RESOURCES)} || k.matches(r'{_HUGEPAGES}') || (k.matches("
+               f"r'{_EXTENDED}') && !k.startsWith('kubernetes.io/') && !k.startsWith('requests.')))",
+               "a resource is cpu, memory, ephemeral-storage, hugepages-<size> or a domain-qualified name "
+               "(e.g. nvidia.com/gpu)")
+ResourceMap = Annotated[dict[str, Quantity], Field(max_length=16, json_schema_extra=cel(_NAMES_RULE))]
+
+
 class ResourceRequirements(ApiModel):
-    requests: dict[str, Quantity] = Field(default_factory=dict)
-    limits: dict[str, Quantity] = Field(default_factory=dict)
+    requests: ResourceMap = Field(default_factory=dict)
+    limits: ResourceMap = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _requests_within_limits(self) -> "ResourceRequirements":
+        for field, values in (("requests", self.requests), ("limits", self.limits)):
+            for name, amount in values.items():
+                kind = resource_kind(name)
+                if kind is None:
+                    raise AtField((field, name), "not a resource: cpu, memory, ephemeral-storage, "
+                                                 "hugepages-<size> or a domain-qualified name (e.g. nvidia.com/gpu)")
+                if kind == "extended" and quantity_value(amount) % 1:
+                    raise AtField((field, name), f"{amount!r}: a device (extended resource) is counted whole")
         for name, limit in self.limits.items():
             request = self.requests.get(name)
             if request is not None and quantity_value(request) > quantity_value(limit):
                 raise ValueError(f"requests.{name} ({request}) exceeds limits.{name} ({limit})")
+        for name, request in self.requests.items():
+            limit = self.limits.get(name)
+            if resource_kind(name) != "standard" and (limit is None or quantity_value(limit) != quantity_value(request)):
+                raise AtField(("requests", name), f"a request for {name} needs an equal limit (Kubernetes does not "
+                                                  "overcommit devices or huge pages)")
         return self
 
 
+
+
 class Toleration(ApiModel):
-    key: Optional[str] = None
+    """Kubernetes' toleration, with the apiserver's rules: a key-less toleration matches every taint
+    and needs operator Exists; Exists takes no value; tolerationSeconds is for NoExecute only."""
+
+    model_config = ConfigDict(json_schema_extra=cel(
+        ("has(self.key) || (has(self.operator) && self.operator == 'Exists')",
+         "operator must be Exists when key is empty (that matches every taint)"),
+        ("!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+         "value must be empty when operator is Exists"),
+        ("!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+         "tolerationSeconds applies to effect NoExecute only")))
+
+    key: Optional[Annotated[str, Field(max_length=317, pattern=QUALIFIED_NAME_PATTERN)]] = None
     operator: Literal["Exists", "Equal"] = "Equal"
-    value: Optional[str] = None
+    value: Optional[Annotated[str, Field(max_length=63, pattern=LABEL_VALUE_PATTERN)]] = None
     effect: Optional[Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]] = None
-    toleration_seconds: Optional[int] = None
+    toleration_seconds: Optional[int] = Field(default=None, ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)
+
+    @model_validator(mode="after")
+    def _kubernetes_rules(self) -> "Toleration":
+        if not self.key and self.operator != "Exists":
+            raise AtField(("operator",), "must be Exists when key is empty (that matches every taint)")
+        if self.operator == "Exists" and self.value:
+            raise AtField(("value",), "must be empty when operator is Exists")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise AtField(("tolerationSeconds",), "applies to effect NoExecute only")
+        return self
 
 
 class Scheduling(ApiModel):
     """Where a component's pods may run."""
 
     node_selector: LabelMap = Field(default_factory=dict)
-    tolerations: list[Toleration] = Field(default_factory=list)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=32)
     affinity: Optional[FreeFormObject] = None
 
 

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 from pydantic import AfterValidator, Field, StringConstraints
 
 from soperator.api.common import ApiModel, cel
-from soperator.api.fields import DnsLabel, Quantity
+from soperator.api.fields import PositiveQuantity, SecretName
 
 # enroot.conf keys soperator writes: where enroot keeps its files on the node (node-local, one
 # directory per user, see soperator/templates/enroot.conf.j2) and where its own parts are installed.
@@ -34,7 +34,7 @@ class Pyxis(ApiModel):
     container with. Node sets without Pyxis keep both refusals."""
 
     enabled: bool = False
-    storage_size: Quantity = Field(
+    storage_size: PositiveQuantity = Field(
         default="50Gi", description="sizeLimit of each worker's node-local volume for enroot's unpacked "
         "containers, image layer cache and runtime files (/run/enroot, per user); gone with the pod")
     enroot_config: Annotated[dict[EnrootKey, EnrootValue], Field(
@@ -43,6 +43,6 @@ class Pyxis(ApiModel):
         json_schema_extra=cel((f"self.all(k, !(k in {sorted(MANAGED_ENROOT_KEYS)}))",
                                "enrootConfig may not set the path settings soperator writes"))),
         AfterValidator(_own_enroot_keys)] = Field(default_factory=dict)
-    registry_credentials_secret: Optional[DnsLabel] = Field(
+    registry_credentials_secret: Optional[SecretName] = Field(
         default=None, description="a Secret whose key '.credentials' holds enroot's credentials (netrc "
         "lines) for registry pulls; every user of this node set's jobs can read it")

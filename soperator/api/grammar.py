@@ -31,9 +31,10 @@ SlurmKey = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z]
 SLURM_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$"
 SlurmName = Annotated[str, Field(min_length=1, max_length=64, pattern=SLURM_NAME_PATTERN)]
 
-# Slurm time: INFINITE/UNLIMITED, minutes, m:s, h:m:s, d-h, d-h:m, d-h:m:s.
-TIME_PATTERN = (r"^(INFINITE|UNLIMITED|infinite|unlimited|[0-9]+(:[0-9]{1,2}){0,2}"
-                r"|[0-9]+-[0-9]{1,2}(:[0-9]{1,2}){0,2})$")
+# Slurm time: INFINITE/UNLIMITED, minutes, m:s, h:m:s, d-h, d-h:m, d-h:m:s. Slurm adds it up in a C
+# int of seconds: the leading number is bounded so no form reaches 2^31 (9,999 days, 99,999 hours).
+TIME_PATTERN = (r"^(INFINITE|UNLIMITED|infinite|unlimited|[0-9]{1,7}|[0-9]{1,7}:[0-9]{1,2}|[0-9]{1,5}(:[0-9]{1,2}){2}"
+                r"|[0-9]{1,4}-[0-9]{1,2}(:[0-9]{1,2}){0,2})$")
 SlurmTime = Annotated[str, Field(min_length=1, max_length=32, pattern=TIME_PATTERN)]
 
 # A hostlist expression: comma-separated names, each with optional [a-b,c] ranges.

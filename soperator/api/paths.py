@@ -11,7 +11,7 @@ from typing import Annotated, Iterable
 
 from pydantic import AfterValidator, Field, WithJsonSchema
 
-from soperator.node.mounts import ACCOUNT_FILES, LOGIN, WORKER
+from soperator.node.mounts import ACCOUNT_FILES, CONTAINERS, JAIL_ENROOT_CONF, LOGIN, WORKER
 
 # Components other than '.' and '..' (a name holding a character other than '.', or '...'), of
 # characters other than '/' and control characters.
@@ -19,9 +19,11 @@ _C = r"[^/\x00-\x1f\x7f]"
 CANONICAL_PATTERN = rf"^(/({_C}*[^./\x00-\x1f\x7f]{_C}*|\.\.\.+))+$"
 
 # Inside the jail: what the node binds over it (Slurm config, munge socket, spool, /dev, /sys, /tmp,
-# the plugin dir, /proc, the account files). A sub-mount on, above or below one would hide it.
-# /etc/slurm too: a slurm.conf there would shadow the configless copy the node keeps current.
-JAIL_RESERVED = tuple(sorted({b.path for b in WORKER + LOGIN} | set(ACCOUNT_FILES) | {"/proc", "/etc/slurm"}))
+# the plugin dir, /proc, the account files, and on Pyxis node sets enroot's and Pyxis's runtime
+# directories and enroot.conf). A sub-mount on, above or below one would hide it. /etc/slurm too: a
+# slurm.conf there would shadow the configless copy the node keeps current.
+JAIL_RESERVED = tuple(sorted({b.path for b in WORKER + LOGIN + CONTAINERS} | set(ACCOUNT_FILES)
+                             | {"/proc", "/etc/slurm", JAIL_ENROOT_CONF}))
 # On the node: a jail here would let populate-jail overwrite the host's own system.
 HOST_RESERVED = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/root", "/run",
                  "/sbin", "/sys", "/usr", "/var/lib/containerd", "/var/lib/docker", "/var/lib/kubelet",
@@ -45,7 +47,7 @@ def _check_canonical(value: str) -> str:
     return value
 
 
-def _path_outside(reserved: tuple[str, ...], at_root: str, overlap: str, cel_message: str):
+def _path_outside(reserved: tuple[str, ...], at_root: str, overlap: str, cel_message: str, max_length: int = 1024):
     """A canonical path that is not '/' and does not overlap `reserved`, checked by the models and,
     as pattern + CEL, by the CRD. `overlap` is formatted with the path and the reserved path hit."""
     def check(value: str) -> str:
@@ -59,14 +61,16 @@ def _path_outside(reserved: tuple[str, ...], at_root: str, overlap: str, cel_mes
 
     names = ", ".join(f"'{r}'" for r in reserved)
     rule = f"![{names}].exists(r, self == r || self.startsWith(r + '/') || r.startsWith(self + '/'))"
-    schema = {"type": "string", "maxLength": 1024, "pattern": CANONICAL_PATTERN,
+    schema = {"type": "string", "maxLength": max_length, "pattern": CANONICAL_PATTERN,
               "x-kubernetes-validations": [{"rule": rule, "message": cel_message}]}
-    return Annotated[str, AfterValidator(check), Field(max_length=1024), WithJsonSchema(schema)]
+    return Annotated[str, AfterValidator(check), Field(max_length=max_length), WithJsonSchema(schema)]
 
 
+# 256 characters: the apiserver prices a CEL rule by its strings' longest length, and the rules that
+# compare every node set's mounts with the jail's would not fit its budget with more.
 JailSubMountPath = _path_outside(JAIL_RESERVED, "a sub-mount cannot cover the jail root",
                                  "{path!r} overlaps {hit}, which the node binds into the jail",
-                                 "overlaps a path the node binds into the jail")
+                                 "overlaps a path the node binds into the jail", max_length=256)
 JailHostPath = _path_outside(HOST_RESERVED, "the jail cannot be the node's root filesystem",
                              "{path!r} overlaps the node's {hit}: populate-jail would overwrite the host",
                              "overlaps a system directory of the node")

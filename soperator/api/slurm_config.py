@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_validator
 from typing_extensions import Annotated
 
 from soperator.api.common import ApiModel, cel, refuse_duplicates
+from soperator.api.fields import MAX_SAFE_INTEGER
 from soperator.api.grammar import PlugStackLine, SlurmListItem, SlurmName, SlurmTime, extra_keys
 from soperator.api.paths import ProgramPath
 
@@ -68,25 +69,62 @@ class Partition(ApiModel):
         return name
 
 
+# SelectTypeParameters slurmctld 24.11 takes (read_config.c, compared without regard to case): exactly
+# one way to count what a job gets (cons_tres needs CPUs, cores or sockets), then any of the flags.
+SELECT_RESOURCES = ("CR_CPU", "CR_CPU_Memory", "CR_Core", "CR_Core_Memory", "CR_Socket", "CR_Socket_Memory")
+SELECT_FLAGS = ("CR_ONE_TASK_PER_CORE", "CR_CORE_DEFAULT_DIST_BLOCK", "CR_LLN", "CR_Pack_Nodes", "LL_SHARED_GRES",
+                "MULTIPLE_SHARING_GRES_PJ", "ENFORCE_BINDING_GRES", "ONE_TASK_PER_SHARING_GRES")
+UINT16_MAX, UINT32_MAX = 2**16 - 1, 2**32 - 1
+# slurmctld quietly lowers a larger MaxJobCount to its job id range (MaxJobId 0x03ff0000 by default).
+MAX_JOB_COUNT = 0x03FF0000
+
+
+def _select_parameters(value: str) -> str:
+    tokens = value.split(",")
+    known = {t.lower(): t for t in SELECT_RESOURCES + SELECT_FLAGS + ("CR_Memory",)}
+    for token in tokens:
+        if token.lower() not in known:
+            raise ValueError(f"{token!r} is not a SelectTypeParameters value (one of {', '.join(SELECT_RESOURCES)}, "
+                             f"then any of {', '.join(SELECT_FLAGS)})")
+    counts = [t for t in tokens if t.lower() in {r.lower() for r in SELECT_RESOURCES + ("CR_Memory",)}]
+    if len(counts) != 1 or counts[0].lower() == "cr_memory":
+        raise ValueError(f"needs exactly one of {', '.join(SELECT_RESOURCES)} (select/cons_tres counts CPUs, "
+                         f"cores or sockets; '_Memory' adds memory), not {', '.join(counts) or 'none'}")
+    if "cr_one_task_per_core" in value.lower() and counts[0].lower().startswith("cr_cpu"):
+        raise ValueError("CR_ONE_TASK_PER_CORE does not go with CR_CPU*: Slurm refuses it (use CR_Core*)")
+    return value
+
+
+_SELECT_TOKEN = "|".join(t for t in SELECT_RESOURCES + SELECT_FLAGS)
+SelectParameters = Annotated[str, Field(max_length=256, json_schema_extra=cel((
+    f"self.split(',').all(t, t.matches('^(?i)({_SELECT_TOKEN})$')) && "
+    f"self.split(',').filter(t, t.matches('^(?i)({'|'.join(SELECT_RESOURCES)})$')).size() == 1",
+    f"one of {', '.join(SELECT_RESOURCES)}, then any of {', '.join(SELECT_FLAGS)}, separated by ','"))),
+    AfterValidator(_select_parameters)]
+
+
 class SlurmConfig(ApiModel):
-    """Typed common slurm.conf keys; `extra` holds any other key verbatim."""
+    """Typed common slurm.conf keys; `extra` holds any other key verbatim. Numbers stay within the C
+    types slurmctld reads them into (it refuses a larger one and does not start)."""
 
     scheduler_type: Literal["sched/backfill", "sched/builtin"] = "sched/backfill"
-    select_type: Literal["select/cons_tres", "select/cons_res", "select/linear"] = "select/cons_tres"
-    select_type_parameters: Annotated[str, Field(max_length=256, pattern=r"^[A-Za-z_]+(,[A-Za-z_]+)*$")] = \
-        "CR_Core_Memory"
+    # Workers are dynamic nodes: Slurm takes MaxNodeCount with cons_tres only (cons_res is gone since 23.11).
+    select_type: Literal["select/cons_tres"] = "select/cons_tres"
+    select_type_parameters: SelectParameters = "CR_Core_Memory"
     proctrack_type: Literal["proctrack/cgroup", "proctrack/linuxproc", "proctrack/pgid"] = "proctrack/cgroup"
     task_plugin: Annotated[str, Field(max_length=256, pattern=r"^task/[a-z_]+(,task/[a-z_]+)*$")] = \
         "task/cgroup,task/affinity"
     return_to_service: int = Field(default=2, ge=0, le=2)
-    slurmd_timeout: int = Field(default=300, ge=1)
-    message_timeout: int = Field(default=60, ge=1, le=3600)
-    kill_wait: int = Field(default=30, ge=0)
-    min_job_age: int = Field(default=300, ge=0)
-    max_job_count: int = Field(default=10000, ge=1)
-    def_mem_per_cpu_mib: Optional[int] = Field(default=None, ge=1)
+    slurmd_timeout: int = Field(default=300, ge=1, le=UINT16_MAX)
+    message_timeout: int = Field(default=60, ge=1, le=100, description="seconds; slurmctld calls more than 100 "
+                                 "too high for fault tolerance")
+    kill_wait: int = Field(default=30, ge=0, le=UINT16_MAX)
+    min_job_age: int = Field(default=300, ge=2, le=UINT32_MAX, description="at least 2: slurmctld raises less")
+    max_job_count: int = Field(default=10000, ge=1, le=MAX_JOB_COUNT)
+    def_mem_per_cpu_mib: Optional[int] = Field(default=None, ge=1, le=MAX_SAFE_INTEGER)
     debug_level: Literal["quiet", "fatal", "error", "info", "verbose", "debug", "debug2"] = "info"
-    resume_timeout: int = Field(default=600, ge=1, description="seconds a worker pod may take to register")
+    resume_timeout: int = Field(default=600, ge=1, le=UINT16_MAX, description="seconds a worker pod may take to "
+                                "register")
     max_node_count: int = Field(
         default=1024, ge=1, le=65536,
         description="room slurmctld keeps for dynamic nodes: workers scale within it with no slurmctld restart")
@@ -130,7 +168,7 @@ class HealthCheck(ApiModel):
          "program and a positive interval go together")))
 
     program: Optional[ProgramPath] = None
-    interval: int = Field(default=0, ge=0, description="seconds; 0 with no program: no health check")
+    interval: int = Field(default=0, ge=0, le=UINT16_MAX, description="seconds; 0 with no program: no health check")
     node_states: list[NodeStateName] = Field(default_factory=lambda: ["ANY"], min_length=1, max_length=6)
 
     @field_validator("interval")

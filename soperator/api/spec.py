@@ -6,9 +6,11 @@ from typing import Annotated, Literal, Optional
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from soperator import __version__
-from soperator.api.common import ApiModel, AtField, ComponentBase, ResourceRequirements, cel, refuse_duplicates, unique_rule
+from soperator.api.common import (ApiModel, AtField, ComponentBase, ResourceMap, ResourceRequirements, cel,
+                                  refuse_duplicates, unique_rule)
 from soperator.api.containers import Pyxis
-from soperator.api.fields import Cidr, DnsLabel, ImageRef, Quantity, Registry, SshPublicKey
+from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, AnnotationMap, Cidr, DnsLabel, ImageRef, PositiveQuantity,
+                                  Registry, SecretName, SshPublicKey, quantity_value)
 from soperator.api.grammar import GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath
 from soperator.api.slurm_config import CgroupConfig, HealthCheck, Partition, PlugStack, SlurmConfig
@@ -26,7 +28,7 @@ class Images(ApiModel):
     populate_jail: Optional[ImageRef] = None
     database: Optional[ImageRef] = Field(default=None, description="the accounting database (MariaDB)")
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    pull_secrets: list[DnsLabel] = Field(
+    pull_secrets: list[SecretName] = Field(
         default_factory=list, max_length=16,
         description="Secrets (kubernetes.io/dockerconfigjson) every pod of the cluster pulls its image with")
 
@@ -39,7 +41,7 @@ class SpoolVolume(ApiModel):
     """Slurmctld's StateSaveLocation. A PVC keeps job state across controller restarts."""
 
     claim_name: Optional[DnsLabel] = None
-    size: Quantity = "1Gi"
+    size: PositiveQuantity = "1Gi"
     storage_class_name: Optional[DnsLabel] = None
 
 
@@ -48,14 +50,14 @@ class SpoolVolume(ApiModel):
 class ControllerResources(ResourceRequirements):
     # A ceiling, so a runaway slurmctld is restarted (its state is on the spool volume) before it
     # starves the node; large clusters raise it.
-    requests: dict[str, Quantity] = Field(default_factory=lambda: {"cpu": "250m", "memory": "512Mi"})
-    limits: dict[str, Quantity] = Field(default_factory=lambda: {"memory": "4Gi"})
+    requests: ResourceMap = Field(default_factory=lambda: {"cpu": "250m", "memory": "512Mi"})
+    limits: ResourceMap = Field(default_factory=lambda: {"memory": "4Gi"})
 
 
 class LoginResources(ResourceRequirements):
     # Users compile and run tools here: a ceiling keeps one of them from taking the node down.
-    requests: dict[str, Quantity] = Field(default_factory=lambda: {"cpu": "500m", "memory": "1Gi"})
-    limits: dict[str, Quantity] = Field(default_factory=lambda: {"memory": "8Gi"})
+    requests: ResourceMap = Field(default_factory=lambda: {"cpu": "500m", "memory": "1Gi"})
+    limits: ResourceMap = Field(default_factory=lambda: {"memory": "8Gi"})
 
 
 class ControllerSpec(ComponentBase):
@@ -81,7 +83,7 @@ class LoginService(ApiModel):
     type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = "ClusterIP"
     node_port: Optional[int] = Field(default=None, ge=30000, le=32767)
     load_balancer_source_ranges: list[Cidr] = Field(default_factory=list, max_length=64)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    annotations: AnnotationMap = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _ranges_need_load_balancer(self) -> "LoginService":
@@ -126,7 +128,8 @@ class JailVolume(ApiModel):
 class JailSubMount(ApiModel):
     """An extra volume mounted inside the jail, e.g. a fast scratch disk at /scratch."""
 
-    name: DnsLabel
+    # Its pod volume is `jail-sub-<name>`, a DNS label of 63 characters at most.
+    name: Annotated[str, Field(min_length=1, max_length=63 - len("jail-sub-"), pattern=DNS_LABEL_PATTERN)]
     mount_path: JailSubMountPath
     claim_name: DnsLabel
     read_only: bool = False
@@ -155,9 +158,20 @@ def distinct_sub_mounts(sub_mounts: list[JailSubMount]) -> list[JailSubMount]:
     return sub_mounts
 
 
+def overlapping(path: str, others: list[str]) -> str | None:
+    """The first of `others` that is `path`, lies inside it or holds it."""
+    return next((o for o in others if o == path or o.startswith(path + "/") or path.startswith(o + "/")), None)
+
+
+def overlap_rule(a: str, b: str) -> str:
+    """CEL: mount paths `a` and `b` are one, or one lies inside the other."""
+    return f"{a} == {b} || {a}.startsWith({b} + '/') || {b}.startsWith({a} + '/')"
+
+
 # Names a node set may not take: its StatefulSet and pods are `<cluster>-<name>[-N]`, next to the
-# controller's and login's StatefulSets and the populate Job's pods.
-RESERVED_NODE_SET_NAMES = ("controller", "login", "populate-jail")
+# controller's, login's and accounting's StatefulSets and the populate Job's pods. Accounting's are
+# reserved while it is off too: turning it on must not collide with a node set that exists.
+RESERVED_NODE_SET_NAMES = ("controller", "login", "populate-jail", "slurmdbd", "database")
 # A StatefulSet's pods carry `controller-revision-hash: <statefulset>-<10 characters>`, a label value
 # of at most 63 characters: `<cluster>-<node set>` must stay within 52.
 MAX_STATEFUL_SET_NAME = 52
@@ -168,7 +182,7 @@ class LocalVolume(ApiModel):
     volumeClaimTemplate), e.g. local NVMe scratch, mounted inside the jail at mountPath."""
 
     mount_path: JailSubMountPath
-    size: Quantity
+    size: PositiveQuantity
     storage_class_name: Optional[DnsLabel] = None
 
 
@@ -188,13 +202,17 @@ class NodeSetSpec(ComponentBase):
     model_config = ConfigDict(json_schema_extra=cel(
         ("!(self.name in " + str(list(RESERVED_NODE_SET_NAMES)) + ")",
          "name: reserved for another object of the cluster"),
-        ("!has(self.gpuType) || (has(self.gpus) && self.gpus > 0)", "gpuType needs gpus > 0")))
+        ("!has(self.gpuType) || (has(self.gpus) && self.gpus > 0)", "gpuType needs gpus > 0"),
+        ("!has(self.localVolume) || !has(self.subMounts) || !self.subMounts.exists(m, " + overlap_rule(
+            "m.mountPath", "self.localVolume.mountPath") + ")",
+         "localVolume.mountPath overlaps one of the node set's subMounts")))
 
     name: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
     replicas: int = Field(default=2, ge=0, le=65536)
     image: Optional[ImageRef] = Field(default=None, description="default: images.worker")
     cpus: int = Field(default=1, ge=1, le=16384)
-    real_memory_mib: int = Field(default=1024, ge=1, description="RealMemory of each node, in MiB")
+    real_memory_mib: int = Field(default=1024, ge=1, le=MAX_SAFE_INTEGER, description="RealMemory of each node, in MiB "
+                                 "(at most its pod's memory limit: jobs are held to it)")
     gpus: int = Field(default=0, ge=0, le=64)
     gpu_type: Optional[SlurmName] = Field(
         default=None, description="the GPUs' Slurm type (as NVML names them, e.g. nvidia_h100_80gb_hbm3): "
@@ -203,7 +221,7 @@ class NodeSetSpec(ComponentBase):
         default_factory=list, max_length=16, description="more Gres= entries 'name[:type]:count', e.g. 'shard:8'",
         json_schema_extra=cel(("self.all(g, !g.startsWith('gpu:'))", "GPUs are set by gpus, not as gres")))
     features: list[SlurmName] = Field(default_factory=list, max_length=32)
-    shared_memory_size: Quantity = "64Mi"
+    shared_memory_size: PositiveQuantity = "64Mi"
     # Bounded tighter than the jail's: the apiserver's CEL cost budget covers every node set's list.
     sub_mounts: list[JailSubMount] = Field(
         default_factory=list, max_length=8, description="more volumes inside the jail, on this node set's "
@@ -249,6 +267,18 @@ class NodeSetSpec(ComponentBase):
     def _apart(cls, sub_mounts: list[JailSubMount]) -> list[JailSubMount]:
         return distinct_sub_mounts(sub_mounts)
 
+    @model_validator(mode="after")
+    def _fits_its_pod(self) -> "NodeSetSpec":
+        limit = self.resources.limits.get("memory")
+        if limit is not None and self.real_memory_mib * 2**20 > quantity_value(limit):
+            raise AtField(("realMemoryMib",), f"{self.real_memory_mib} MiB is more than resources.limits.memory "
+                                              f"({limit}): jobs Slurm fits there would be killed by the pod's limit")
+        if self.local_volume is not None:
+            hit = overlapping(self.local_volume.mount_path, [m.mount_path for m in self.sub_mounts])
+            if hit:
+                raise AtField(("localVolume", "mountPath"), f"overlaps the node set's sub-mount at {hit}")
+        return self
+
 
 # Where a Kubernetes cluster keeps what a login shell must not reach: RFC 1918, shared (CGNAT) and
 # link-local (cloud metadata) IPv4; unique-local and link-local IPv6.
@@ -272,9 +302,9 @@ class PopulateJailSpec(ApiModel):
 class SecretRefs(ApiModel):
     """Existing Secrets to use instead of generating keys."""
 
-    munge_key: Optional[DnsLabel] = None
-    ssh_host_keys: Optional[DnsLabel] = None
-    jwt_key: Optional[DnsLabel] = Field(
+    munge_key: Optional[SecretName] = None
+    ssh_host_keys: Optional[SecretName] = None
+    jwt_key: Optional[SecretName] = Field(
         default=None, description="a Secret whose key jwt_hs256.key signs the operator's slurmrestd tokens")
 
 
@@ -288,7 +318,7 @@ class ExternalDatabase(ApiModel):
     port: int = Field(default=3306, ge=1, le=65535)
     user: DbName = "slurm"
     database: DbName = "slurm_acct_db"
-    password_secret: DnsLabel = Field(description="a Secret in the cluster's namespace whose key `password` "
+    password_secret: SecretName = Field(description="a Secret in the cluster's namespace whose key `password` "
                                       "is the user's password")
 
 
@@ -297,7 +327,7 @@ class ManagedDatabase(ApiModel):
 
     claim_name: Optional[DnsLabel] = Field(default=None, description="an existing PVC (e.g. from the "
                                            "slurm-cluster-storage chart, kept on uninstall); else one per pod")
-    size: Quantity = "10Gi"
+    size: PositiveQuantity = "10Gi"
     storage_class_name: Optional[DnsLabel] = None
 
 
@@ -307,6 +337,10 @@ class AccountingSpec(ApiModel):
     enabled: bool = False
     external: Optional[ExternalDatabase] = Field(default=None, description="absent: the operator runs MariaDB")
     managed: ManagedDatabase = Field(default_factory=ManagedDatabase)
+
+
+# Slurm's MAX_SLURM_NODES: slurmctld refuses a MaxNodeCount above it.
+MAX_SLURM_NODES = 65536
 
 
 def _node_sets_default() -> list[NodeSetSpec]:
@@ -346,7 +380,16 @@ class SlurmClusterSpec(ApiModel):
          "nodeSets: more replicas in all than slurmConfig.maxNodeCount"),
         ("!has(self.partitions) || self.partitions.all(p, !has(p.nodeSets) || p.nodeSets.all(s, "
          "has(self.nodeSets) ? self.nodeSets.exists(n, n.name == s) : s == 'worker'))",
-         "partitions: nodeSets must name node sets of spec.nodeSets")))
+         "partitions: nodeSets must name node sets of spec.nodeSets"),
+        ("(has(self.slurmConfig) && has(self.slurmConfig.maxNodeCount) ? self.slurmConfig.maxNodeCount : 1024) + "
+         f"(has(self.nodeSets) ? size(self.nodeSets) : 1) <= {MAX_SLURM_NODES}",
+         f"slurmConfig.maxNodeCount and one placeholder a node set exceed Slurm's {MAX_SLURM_NODES} nodes"),
+        ("!has(self.nodeSets) || !has(self.jail) || !has(self.jail.subMounts) || self.nodeSets.all(n, "
+         "(!has(n.subMounts) || n.subMounts.all(m, !self.jail.subMounts.exists(j, j.name == m.name || "
+         + overlap_rule("j.mountPath", "m.mountPath") + "))) && (!has(n.localVolume) || "
+         "!self.jail.subMounts.exists(j, " + overlap_rule("j.mountPath", "n.localVolume.mountPath") + ")))",
+         "a node set's subMounts and localVolume may not share a name or a path with spec.jail.subMounts, "
+         "nor lie inside or around one")))
 
     @field_validator("node_sets")
     @classmethod
@@ -359,6 +402,33 @@ class SlurmClusterSpec(ApiModel):
                     raise AtField((i, "features", j), f"{feature!r} is another node set's name: that node set "
                                                       "would take these nodes")
         return node_sets
+
+    @model_validator(mode="after")
+    def _node_set_mounts_apart_from_the_jails(self) -> "SlurmClusterSpec":
+        jail = self.jail.sub_mounts
+        for i, node_set in enumerate(self.node_sets):
+            for j, sub in enumerate(node_set.sub_mounts):
+                if sub.name in [m.name for m in jail]:
+                    raise AtField(("nodeSets", i, "subMounts", j, "name"),
+                                  f"{sub.name!r} is a name in spec.jail.subMounts too: one pod volume for two")
+                hit = overlapping(sub.mount_path, [m.mount_path for m in jail])
+                if hit:
+                    raise AtField(("nodeSets", i, "subMounts", j, "mountPath"),
+                                  f"overlaps spec.jail.subMounts' {hit}: one mount would hide the other")
+            hit = node_set.local_volume and overlapping(node_set.local_volume.mount_path, [m.mount_path for m in jail])
+            if hit:
+                raise AtField(("nodeSets", i, "localVolume", "mountPath"),
+                              f"overlaps spec.jail.subMounts' {hit}: one mount would hide the other")
+        return self
+
+    @model_validator(mode="after")
+    def _room_for_placeholders(self) -> "SlurmClusterSpec":
+        room = MAX_SLURM_NODES - len(self.node_sets)
+        if self.slurm_config.max_node_count > room:
+            raise AtField(("slurmConfig", "maxNodeCount"),
+                          f"at most {room} with {len(self.node_sets)} node sets: each keeps a placeholder node "
+                          f"record, and Slurm holds {MAX_SLURM_NODES} nodes in all")
+        return self
 
     @model_validator(mode="after")
     def _workers_fit_and_partitions_have_nodes(self) -> "SlurmClusterSpec":

@@ -80,7 +80,8 @@ def parse_cluster(manifest: Any) -> SlurmCluster:
     check_size(manifest)
     body = {k: v for k, v in manifest.items() if k != "status"}
     try:
-        return SlurmCluster.model_validate(body)
+        # The wire's field names only (camelCase), as the CRD has them: `node_sets` is unknown there.
+        return SlurmCluster.model_validate(body, by_alias=True, by_name=False)
     except ValidationError as exc:
         errors = [FieldError(_path(_loc(e)), _message(e)) for e in exc.errors()]
         raise SpecError(errors) from None

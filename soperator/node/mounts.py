@@ -36,6 +36,8 @@ COMMON = (
 WORKER = COMMON + (Bind("/var/spool/slurmd"),)
 # Workers of a node set with Pyxis: Pyxis's and enroot's runtime files, node-local (the pod's volume).
 CONTAINERS = (Bind("/run/pyxis"), Bind("/run/enroot"), Bind("/etc/soperator/enroot", read_only=True))
+# Where a Pyxis worker binds its enroot.conf inside the jail (enroot reads it there).
+JAIL_ENROOT_CONF = "/etc/enroot/enroot.conf"
 LOGIN = COMMON
 # sshd looks users up on the node before it chroots: the node must see the jail's accounts.
 ACCOUNT_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow")

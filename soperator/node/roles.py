@@ -15,7 +15,8 @@ from .cluster_id import take_cluster_id_from_database
 from .database import SOCKET as DB_SOCKET, ensure_account, prepare_datadir, server_argv
 from .fresh_boot import forget_refusal, record, take_over
 from .hold import hold, release
-from .mounts import CONTAINERS, LOGIN, WORKER, bind, bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts
+from .mounts import (CONTAINERS, JAIL_ENROOT_CONF, LOGIN, WORKER, bind, bind_into_jail, harden_jail, mount_private_proc,
+                     use_jail_accounts)
 from .names import wait_for_names
 from .reconfigure import ConfigWatch
 from .scontrol import scontrol
@@ -175,8 +176,8 @@ def enable_containers() -> None:
         fh.write(conf)
     os.chmod(ENROOT_CONF, 0o644)
     bound = bind_into_jail(JAIL, CONTAINERS)
-    if bind(ENROOT_CONF, JAIL + "/etc/enroot/enroot.conf", is_dir=False, read_only=True):
-        bound.append("/etc/enroot/enroot.conf")
+    if bind(ENROOT_CONF, JAIL + JAIL_ENROOT_CONF, is_dir=False, read_only=True):
+        bound.append(JAIL_ENROOT_CONF)
     open(USERNS_MARK, "w").close()
     log(f"container jobs (Pyxis): bound into the jail: {', '.join(bound)}; job steps may create user namespaces")
 

@@ -9,11 +9,12 @@ import time
 import pytest
 import yaml
 
+from soperator import kubeyaml
 from soperator.api import parse_cluster
 from soperator.render.worker import worker_stateful_set
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError
 from tests.support.wait import until
-from tests.support_paths import ROOT
+from tests.support_paths import GOOD_CRS, ROOT
 
 pytestmark = pytest.mark.kube
 GVR = ("slurm.soperator.dev", "v1alpha1", "slurmclusters")
@@ -50,11 +51,17 @@ def test_created_cluster_reads_back_with_defaults(kubectl, crd_installed, namesp
     assert parse_cluster(obj).spec == parse_cluster({**obj, "spec": {}}).spec
 
 
-def test_example_manifests_are_accepted(kubectl, crd_installed, namespace):
+def test_example_and_unusual_manifests_are_accepted(kubectl, crd_installed, namespace):
+    """The examples, and the valid but unusual files (tests/data/good_crs: zero replicas, sixteen node
+    sets, names at their limits, JSON, YAML words kubectl reads as booleans and numbers…), applied as
+    they are written: kubectl reads the files."""
     for path in sorted((ROOT / "examples").glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
+        doc = kubeyaml.load(path.read_text())
         doc["metadata"]["namespace"] = namespace
-        kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+        kubectl("apply", "-f", "-", input=json.dumps(doc))
+    for path in GOOD_CRS:
+        proc = kubectl("apply", "-n", namespace, "-f", str(path), check=False)
+        assert proc.returncode == 0, (path.name, proc.stderr)
 
 
 @pytest.mark.parametrize("spec,field,message", [

@@ -12,8 +12,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-import yaml
 
+from soperator import kubeyaml
 from soperator.kube import Kube
 from tests.cluster.controlplane import free_port
 from tests.kube.test_reconcile import _create, _finish_job, _names
@@ -115,9 +115,9 @@ def test_operator_refuses_what_the_apiserver_lets_through(control_plane, api, ku
     cases = {f"bad-{i}": case for i, case in enumerate(c for c in CASES if c.api == "accepts")}
     assert len(cases) >= 6
     for name, case in cases.items():
-        doc = yaml.safe_load(case.path.read_text())
+        doc = kubeyaml.load(case.path.read_text())
         doc["metadata"] = {"name": name, "namespace": namespace}
-        kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
+        kubectl("apply", "-f", "-", input=json.dumps(doc))
 
     def refused(name: str) -> str | None:
         status = kube.get("slurm.soperator.dev/v1alpha1", "SlurmCluster", namespace, name).get("status") or {}

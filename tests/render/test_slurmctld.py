@@ -33,7 +33,7 @@ def test_rendered_config_brings_slurmctld_up_and_a_worker_registers_itself(tmp_p
 
 def test_room_for_many_workers_costs_no_node_lines(tmp_path, keys):
     cluster = make_cluster(nodeSets=[{"name": "a", "replicas": 5000}, {"name": "b", "replicas": 5000}],
-                           slurmConfig={"maxNodeCount": 65536})
+                           slurmConfig={"maxNodeCount": 65534})  # the most two node sets leave
     result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path)
     assert result["ready"], result["log"]
     assert "MaxNodeCount            = 65536" in result["config"] and "NodeName=" not in result["nodes"]

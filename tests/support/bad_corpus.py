@@ -4,6 +4,9 @@
     # class: injection                   which class of bad input it stands for (see the README)
     # api-server: accepts: why           the CRD schema cannot say the rule; the operator refuses it
     # api-server: refuses-unnamed: why   refused before any field is looked at (size, no name)
+    # api-server: file-only: why         a defect of the file that kubectl does not send on (it
+                                         sends the last of two repeated keys): soperator refuses
+                                         the file; the apiserver and the operator never see it
     # api-error-at: spec.x               where the apiserver's message points, when not the same field
 
 With no `api-server` line the apiserver must refuse the file naming the field.
@@ -21,7 +24,7 @@ class Case:
     path: Path
     error_at: str
     klass: str
-    api: str          # "refuses", "accepts" or "refuses-unnamed"
+    api: str          # "refuses", "accepts", "refuses-unnamed" or "file-only"
     api_error_at: str
 
     @property
@@ -38,7 +41,7 @@ def _case(path: Path) -> Case:
         headers[key] = value.strip()
     assert "expect-error-at" in headers, f"{path.name} lacks its expect-error-at header"
     api = headers.get("api-server", "refuses").split(":", 1)[0]
-    assert api in ("refuses", "accepts", "refuses-unnamed"), f"{path.name}: api-server {api!r}"
+    assert api in ("refuses", "accepts", "refuses-unnamed", "file-only"), f"{path.name}: api-server {api!r}"
     return Case(path, headers["expect-error-at"], headers.get("class", ""), api,
                 headers.get("api-error-at", headers["expect-error-at"]))
 

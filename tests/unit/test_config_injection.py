@@ -51,12 +51,12 @@ def _set_node_set(doc: dict, path: tuple, value: str) -> None:
     doc["spec"]["partitions"][0]["nodeSets"][0] = value
 
 
-# (file, where in the spec, how the string goes in, what the MARK looks like in the file)
+# (file, where in the spec, how the string goes in, what the MARK looks like in the file). Not here:
+# slurmConfig.selectTypeParameters, a closed set of tokens (tests/data/bad_crs/slurm-select-*).
 FIELDS = [
     ("slurm.conf", ("slurmConfig", "extra", "SchedulerParameters"), _set_value),
     ("slurm.conf", ("slurmConfig", "extra"), _set_key),
     ("slurm.conf", ("slurmConfig", "slurmctldParameters", 0), _set_value),
-    ("slurm.conf", ("slurmConfig", "selectTypeParameters"), _set_value),
     ("slurm.conf", ("slurmConfig", "taskPlugin"), _set_value),
     ("slurm.conf", ("partitions", 0, "name"), _set_value),
     ("slurm.conf", ("nodeSets", 0, "name"), _set_node_set),
@@ -71,7 +71,7 @@ FIELDS = [
     ("cgroup.conf", ("cgroupConfig", "extra"), _set_key),
     ("plugstack.conf", ("plugStack", "custom", 0), _set_value),
 ]
-MARKS = {("slurmConfig", "taskPlugin"): "task/zqmark", ("partitions", 1, "maxTime"): "43219", ("slurmConfig", "selectTypeParameters"): "CR_Zqmark",
+MARKS = {("slurmConfig", "taskPlugin"): "task/zqmark", ("partitions", 1, "maxTime"): "43219",
          ("nodeSets", 0, "gres", 0): "zqmark:8", ("nodeSets", 0, "name"): "zq9mark", ("healthCheck", "program"): "/usr/bin/Zq9mark",
          ("plugStack", "custom", 0): "optional /usr/lib/Zq9mark.so"}
 
