@@ -58,7 +58,7 @@ def _gated(app, gate):
     return wrapped
 
 
-_REASONS = {401: "Unauthorized", 403: "Forbidden", 503: "Service Unavailable"}
+_REASONS = {401: "Unauthorized", 403: "Forbidden", 429: "Too Many Requests", 503: "Service Unavailable"}
 
 
 class _MetricsServer(ThreadingWSGIServer):

@@ -14,6 +14,7 @@ import ssl
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 from cryptography import x509
@@ -26,16 +27,27 @@ from soperator.kube import Kube
 
 CACHE_SECONDS = 60
 CACHE_ENTRIES = 1024
+# TokenReviews for tokens the cache does not hold, whatever they are: a flood of made-up tokens costs
+# the apiserver at most this many calls a second (beyond the burst), and is answered 429 meanwhile.
+REVIEWS_PER_SECOND = 5.0
+REVIEW_BURST = 20
 
 
 class TokenGate:
-    def __init__(self, kube: Kube, path: str = "/metrics"):
+    def __init__(self, kube: Kube, path: str = "/metrics", entries: int = CACHE_ENTRIES,
+                 reviews_per_second: float = REVIEWS_PER_SECOND, burst: int = REVIEW_BURST):
         self.kube, self.path = kube, path
         self._lock = threading.Lock()
-        self._answers: dict[str, tuple[float, int]] = {}  # sha256(token) -> (expiry, HTTP status)
+        # sha256(token) -> (expiry, HTTP status), least recently used first: a full cache drops its
+        # oldest answer, never all of them (a wipe would send every scraper back to the apiserver).
+        self._answers: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        self._entries = entries
+        self._rate, self._burst = reviews_per_second, burst
+        self._allowance, self._checked = float(burst), time.monotonic()
 
     def status_for(self, authorization: str | None) -> int:
-        """200, 401 (no or invalid token), 403 (valid, not allowed) or 503 (the apiserver did not answer)."""
+        """200, 401 (no or invalid token), 403 (valid, not allowed), 429 (too many unknown tokens of late)
+        or 503 (the apiserver did not answer)."""
         scheme, _, token = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return 401
@@ -43,18 +55,35 @@ class TokenGate:
         now = time.monotonic()
         with self._lock:
             cached = self._answers.get(key)
-        if cached and cached[0] > now:
-            return cached[1]
+            if cached and cached[0] > now:
+                self._answers.move_to_end(key)
+                return cached[1]
+            if not self._spend_review(now):
+                return 429  # not cached: once the budget refills, the token is reviewed
         try:
             who = self.kube.review_token(token.strip())
             status = 401 if who is None else 200 if self.kube.may_get_path(*who, self.path) else 403
         except ApiException:
             return 503  # not cached: the next scrape asks again
         with self._lock:
-            if len(self._answers) >= CACHE_ENTRIES:
-                self._answers.clear()
             self._answers[key] = (now + CACHE_SECONDS, status)
+            self._answers.move_to_end(key)
+            while len(self._answers) > self._entries:
+                self._answers.popitem(last=False)
         return status
+
+    def _spend_review(self, now: float) -> bool:
+        """A token bucket: `rate` reviews a second, `burst` at once."""
+        self._allowance = min(self._burst, self._allowance + (now - self._checked) * self._rate)
+        self._checked = now
+        if self._allowance < 1:
+            return False
+        self._allowance -= 1
+        return True
+
+    @property
+    def cached(self) -> int:
+        return len(self._answers)
 
 
 def server_context(cert_dir: str | None) -> ssl.SSLContext:

@@ -9,8 +9,8 @@ from soperator import __version__
 from soperator.api.common import (ApiModel, AtField, ComponentBase, ResourceMap, ResourceRequirements, cel,
                                   refuse_duplicates, unique_rule)
 from soperator.api.containers import Pyxis
-from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, AnnotationMap, Cidr, DnsLabel, ImageRef, PositiveQuantity,
-                                  Registry, SecretName, SshPublicKey, quantity_value)
+from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, AnnotationMap, Cidr, DnsLabel, ImageRef, LabelMap,
+                                  PositiveQuantity, Registry, SecretName, SshPublicKey, quantity_value)
 from soperator.api.grammar import GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath
 from soperator.api.slurm_config import CgroupConfig, HealthCheck, Partition, PlugStack, SlurmConfig
@@ -286,12 +286,23 @@ PRIVATE_RANGES = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/1
                   "fc00::/7", "fe80::/10"]
 
 
+class ClusterDns(ApiModel):
+    """Where the Kubernetes cluster serves DNS: the only place port 53 may be reached. The default is
+    CoreDNS as kubeadm, EKS, GKE and AKS deploy it."""
+
+    namespace: DnsLabel = "kube-system"
+    pod_labels: LabelMap = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
+    cidrs: list[Cidr] = Field(default_factory=list, max_length=8, description="more DNS servers by address, e.g. "
+                              "NodeLocal DNSCache's 169.254.20.10/32")
+
+
 class NetworkPolicySpec(ApiModel):
     """Egress of login and worker pods (soperator/render/network_policy.py); it takes effect where
     the cluster's network plugin enforces NetworkPolicy."""
 
     enabled: bool = True
     blocked_egress_cidrs: list[Cidr] = Field(default_factory=lambda: list(PRIVATE_RANGES), max_length=64)
+    dns: ClusterDns = Field(default_factory=ClusterDns)
 
 
 class PopulateJailSpec(ApiModel):

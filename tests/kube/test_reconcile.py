@@ -1,6 +1,7 @@
 """The reconcile function against the real control plane: order, gates, keys, status, no-op writes."""
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -185,6 +186,30 @@ def test_missing_user_secret_is_reported(kube, kubectl, crd_installed, namespace
     cond = [c for c in result.conditions if c.type == "SecretsReady"][0]
     assert cond.reason == "SecretNotFound" and "site-munge" in cond.message
     assert _names(kube, namespace, "ConfigMap") == []
+
+
+def test_a_key_secret_someone_else_made_first_is_not_trusted(kube, kubectl, crd_installed, namespace):
+    """`c10-munge-key` planted before the cluster exists (by someone who may create Secrets): soperator
+    neither uses nor touches it and says why (condition and event); nothing else is made. Named in
+    spec.secrets, it is the admin's own key and used as it is."""
+    planted = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c10-munge-key", "namespace": namespace},
+               "data": {"munge.key": base64.b64encode(b"a key its planter knows" * 64).decode()}}
+    kubectl("apply", "-f", "-", input=json.dumps(planted))
+    _create(kubectl, namespace, "c10")
+    result = reconcile(kube, _body(kube, namespace, "c10"))
+    assert result.phase == "Error"
+    cond = [c for c in result.conditions if c.type == "SecretsReady"][0]
+    assert cond.reason == "SecretNotOurs" and "c10-munge-key" in cond.message and "spec.secrets" in cond.message
+    assert kube.get("v1", "Secret", namespace, "c10-munge-key")["data"] == planted["data"]
+    for kind, api in (("Secret", "v1"), ("ConfigMap", "v1"), ("StatefulSet", "apps/v1")):
+        assert _names(kube, namespace, kind, api) == []
+    events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "SecretNotOurs" and e["involvedObject"]["name"] == "c10" for e in events)
+
+    _create(kubectl, namespace, "c10", secrets={"mungeKey": "c10-munge-key"})
+    result = reconcile(kube, _body(kube, namespace, "c10"))
+    assert [c for c in result.conditions if c.type == "SecretsReady"][0].ok
+    assert kube.get("v1", "Secret", namespace, "c10-munge-key")["data"] == planted["data"]
 
 
 def test_overwrite_of_a_live_cluster_holds_its_nodes_and_of_a_new_one_does_not(kube, kubectl, crd_installed,

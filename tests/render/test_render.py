@@ -257,6 +257,14 @@ def test_login_and_worker_egress_is_kept_off_the_clusters_private_ranges():
     assert policy["podSelector"]["matchExpressions"][0]["values"] == ["login", "worker"]
     own_namespace, dns, outside = policy["egress"]
     assert own_namespace == {"to": [{"podSelector": {}}]} and {p["port"] for p in dns["ports"]} == {53}
+    # Port 53 of the cluster's DNS only: not of every address (a DNS tunnel to the blocked ranges).
+    assert dns["to"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                          "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    local = make_cluster(networkPolicy={"dns": {"namespace": "dns", "podLabels": {"app": "coredns"},
+                                                "cidrs": ["169.254.20.10/32"]}})
+    peers = _by_kind_name(render_all(local, None))[("NetworkPolicy", "demo-node-egress")]["spec"]["egress"][1]["to"]
+    assert peers[0]["podSelector"] == {"matchLabels": {"app": "coredns"}} and peers[1] == {
+        "ipBlock": {"cidr": "169.254.20.10/32"}}
     v4, v6 = outside["to"]
     assert {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"} <= set(v4["ipBlock"]["except"])
     assert v6["ipBlock"]["except"] == ["fc00::/7", "fe80::/10"]
