@@ -1,10 +1,10 @@
 """Read manifests as kubectl does, so that a file means the same here as on the apiserver.
 
 kubectl turns YAML into JSON with sigs.k8s.io/yaml, which decodes with its copy of go-yaml v2 and
-then encodes JSON. PyYAML's YAML 1.1 reads the same
-text differently in places that matter: `1:30:00` is a base-60 number to it and a string to
-kubectl, `2001-12-14` a date, `1e3` a string where kubectl sends 1000, `y`/`n` strings where kubectl
-sends booleans, `017` 15 in both but `08` an error here and 8 there. So plain scalars are resolved
+then encodes JSON. PyYAML's YAML 1.1 reads the same text differently in places that matter: `1:30:00`
+is a base-60 number to it and a string to kubectl, `2001-12-14` a date, `1e3` a string where kubectl
+sends 1000, `y`/`n` strings where kubectl sends booleans, `08` the string "08" where kubectl sends 8
+(`017` is 15 to both). So plain scalars are resolved
 here by go-yaml v2's own rules (its resolve.go), mapping keys become JSON's strings, numbers become
 what Go's JSON encoder writes, and a repeated key, an unsupported tag or a document nested deeper
 than any SlurmCluster is refused with the line and the field's path. A repeated key is where this
@@ -23,7 +23,6 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 STR, INT, FLOAT, BOOL, NULL, MERGE = (f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "merge"))
-MAP, SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
 
 # go-yaml v2's table of words (resolve.go), looked up before anything else.
 _WORDS: dict[str, tuple[str, Any]] = {
@@ -56,7 +55,7 @@ class ManifestError(ValueError):
 def _go_parse_int(text: str, signed: bool) -> int | None:
     """strconv.ParseInt(text, 0, 64) (signed) or strconv.ParseUint(text, 0, 64): None if it fails."""
     sign, body = 1, text
-    if body[:1] in "+-" and body:
+    if body and body[0] in "+-":
         if not signed:
             return None
         sign, body = (-1 if body[0] == "-" else 1), body[1:]
@@ -172,26 +171,28 @@ def _join(path: str, part: str | int) -> str:
 
 
 def _refuse_repeated_keys(node: Node, path: str = "") -> None:
-    """go-yaml v2 strict: a key given twice in one mapping is an error (PyYAML keeps the last). Two
-    different keys that JSON writes alike (`2` and `2.0`) are refused too: kubectl would send the
-    value of either, at random (Go's map order)."""
+    """A key given twice in one mapping is an error, as in go-yaml's strict mode (PyYAML and kubectl
+    v1.31 keep the last value). Two different keys that JSON writes alike (`2` and `2.0`) are refused
+    too: kubectl would send the value of either, at random (Go's map order)."""
     stack = [(node, path)]
     while stack:
         node, path = stack.pop()
         if isinstance(node, MappingNode):
-            seen: dict[str, tuple[Any, int]] = {}
+            by_key: dict[Any, int] = {}   # as Go compares keys: 0.0 and -0.0 are one key
+            by_name: dict[str, int] = {}  # as JSON writes them: 2 and 2.0 are one field
             for key, value in node.value:
                 name = None
                 if isinstance(key, ScalarNode) and not (key.tag == MERGE and key.style is None):
                     identity, name = _go_key(key)
                     line = key.start_mark.line + 1
-                    if name in seen:
-                        first_identity, first_line = seen[name]
-                        why = ("given twice" if first_identity == identity else
-                               "written twice, as two keys that become the same JSON field")
-                        raise ManifestError(_join(path, name), f"{why} (lines {first_line} and {line}); kubectl "
-                                                               "refuses a repeated key")
-                    seen[name] = (identity, line)
+                    if identity in by_key:
+                        raise ManifestError(_join(path, name), f"given twice (lines {by_key[identity]}, {line}): "
+                                                               "kubectl would send the last value")
+                    if name in by_name:
+                        raise ManifestError(_join(path, name), "written twice, as two keys that become the same "
+                                                               f"JSON field (lines {by_name[name]}, {line}): kubectl "
+                                                               "would send either value, at random")
+                    by_key[identity], by_name[name] = line, line
                 stack.append((value, _join(path, name if name is not None else "?")))
         elif isinstance(node, SequenceNode):
             stack.extend((item, _join(path, i)) for i, item in enumerate(node.value))

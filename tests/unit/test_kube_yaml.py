@@ -52,7 +52,18 @@ def test_scalars_keys_and_repeats_read_as_kubectl_reads_them(kubectl_yaml, docum
 def test_a_repeated_key_names_the_field_and_both_lines():
     with pytest.raises(kubeyaml.ManifestError) as exc:
         kubeyaml.load("spec:\n  nodeSets:\n  - name: w\n    replicas: 2\n    replicas: 3\n")
-    assert exc.value.path == "spec.nodeSets[0].replicas" and "lines 4 and 5" in exc.value.message
+    assert exc.value.path == "spec.nodeSets[0].replicas" and "lines 4, 5" in exc.value.message
+    with pytest.raises(kubeyaml.ManifestError) as exc:  # one key to Go, though JSON writes "0" and "-0"
+        kubeyaml.load("0.0: a\n-0.0: b\n")
+    assert "given twice" in exc.value.message
+
+
+def test_two_keys_that_become_one_json_field_are_refused():
+    """kubectl sends the value of either at random (Go's map order); soperator asks instead."""
+    for text in ("2: a\n2.0: b\n", "true: a\n'true': b\n", "1: a\n'1': b\n"):
+        with pytest.raises(kubeyaml.ManifestError) as exc:
+            kubeyaml.load(text)
+        assert "same JSON field" in exc.value.message and "lines 1, 2" in exc.value.message
 
 
 def test_nesting_deeper_than_any_slurm_cluster_is_refused_without_recursion():
