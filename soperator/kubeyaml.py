@@ -236,10 +236,10 @@ def _go_float32_g(value: float) -> str:
 
 
 def _as_json(value: Any, path: str = "") -> Any:
-    """What Go's JSON encoder writes and its decoder reads back: string keys, a whole float below
-    1e21 written as an integer, no NaN or infinity."""
+    """What Go's JSON encoder writes and its decoder reads back: a whole float below 1e21 written as
+    an integer, no NaN or infinity (keys are JSON's strings already: construct_mapping)."""
     if isinstance(value, dict):
-        return {_json_key(k): _as_json(v, _join(path, _json_key(k))) for k, v in value.items()}
+        return {k: _as_json(v, _join(path, k)) for k, v in value.items()}
     if isinstance(value, list):
         return [_as_json(v, _join(path, i)) for i, v in enumerate(value)]
     if isinstance(value, float):

@@ -30,11 +30,17 @@ HOST_RESERVED = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/
                  "/var/log", "/var/run")
 
 
-def _overlap(path: str, reserved: Iterable[str]) -> str | None:
-    for r in reserved:
+def overlapping(path: str, others: Iterable[str]) -> str | None:
+    """The first of `others` that is `path`, lies inside it or holds it."""
+    for r in others:
         if path == r or path.startswith(r + "/") or r.startswith(path + "/"):
             return r
     return None
+
+
+def overlap_rule(a: str, b: str) -> str:
+    """CEL: paths `a` and `b` are one, or one lies inside the other (the CRD's `overlapping`)."""
+    return f"{a} == {b} || {a}.startsWith({b} + '/') || {b}.startsWith({a} + '/')"
 
 
 def _check_canonical(value: str) -> str:
@@ -54,13 +60,13 @@ def _path_outside(reserved: tuple[str, ...], at_root: str, overlap: str, cel_mes
         _check_canonical(value)
         if value == "/":
             raise ValueError(at_root)
-        hit = _overlap(value, reserved)
+        hit = overlapping(value, reserved)
         if hit:
             raise ValueError(overlap.format(path=value, hit=hit))
         return value
 
     names = ", ".join(f"'{r}'" for r in reserved)
-    rule = f"![{names}].exists(r, self == r || self.startsWith(r + '/') || r.startsWith(self + '/'))"
+    rule = f"![{names}].exists(r, {overlap_rule('self', 'r')})"
     schema = {"type": "string", "maxLength": max_length, "pattern": CANONICAL_PATTERN,
               "x-kubernetes-validations": [{"rule": rule, "message": cel_message}]}
     return Annotated[str, AfterValidator(check), Field(max_length=max_length), WithJsonSchema(schema)]

@@ -12,7 +12,7 @@ from soperator.api.containers import Pyxis
 from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, AnnotationMap, Cidr, DnsLabel, ImageRef, LabelMap,
                                   PositiveQuantity, Registry, SecretName, SshPublicKey, quantity_value)
 from soperator.api.grammar import GresEntry, SlurmName
-from soperator.api.paths import JailHostPath, JailSubMountPath
+from soperator.api.paths import JailHostPath, JailSubMountPath, overlap_rule, overlapping
 from soperator.api.slurm_config import CgroupConfig, HealthCheck, Partition, PlugStack, SlurmConfig
 
 
@@ -156,16 +156,6 @@ def distinct_sub_mounts(sub_mounts: list[JailSubMount]) -> list[JailSubMount]:
             if inner.mount_path.startswith(outer.mount_path + "/"):
                 raise ValueError(f"{inner.mount_path!r} lies inside {outer.mount_path!r}")
     return sub_mounts
-
-
-def overlapping(path: str, others: list[str]) -> str | None:
-    """The first of `others` that is `path`, lies inside it or holds it."""
-    return next((o for o in others if o == path or o.startswith(path + "/") or path.startswith(o + "/")), None)
-
-
-def overlap_rule(a: str, b: str) -> str:
-    """CEL: mount paths `a` and `b` are one, or one lies inside the other."""
-    return f"{a} == {b} || {a}.startsWith({b} + '/') || {b}.startsWith({a} + '/')"
 
 
 # Names a node set may not take: its StatefulSet and pods are `<cluster>-<name>[-N]`, next to the
