@@ -18,7 +18,6 @@ from images.podman import podman
 from soperator.render.configs import slurm_files
 from tests.support.e2e_cluster import Cluster, e2e_cluster
 from tests.support.wait import until as _wait
-from tests.support.podman_pods import require_name_resolution
 
 
 def _ctl(*argv: str) -> str:
@@ -81,10 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     for what in (["register", "reconfigure"] if args.what == "all" else [args.what]):
         with tempfile.TemporaryDirectory(prefix="soperator-bench-") as tmp:
             cluster = Cluster(Path(tmp))
-            podman("network", "create", cluster.network)
             try:
-                require_name_resolution(cluster.network, cluster.objects[("StatefulSet", "e2e-controller")]
-                                        ["spec"]["template"]["spec"]["containers"][0]["image"])
+                cluster.open()
                 cluster.populate("bench")
                 cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
                 _wait(lambda: "UP" in _ctl("scontrol", "ping"), 60, "slurmctld")

@@ -89,7 +89,12 @@ def _build(go: str, module: Path, bin_dir: Path, components: tuple[str, ...], ta
 def ensure_binaries(module: Path = HERE, bin_dir: Path = BIN) -> dict[str, Path]:
     go = go_binary()
     paths = _build(go, module, bin_dir, COMPONENTS, "./cmd/...", _ldflags(module))
-    return paths | _build(go, COREDNS, bin_dir, ("coredns",), ".", "")
+    return paths | {"coredns": coredns_binary(bin_dir)}
+
+
+def coredns_binary(bin_dir: Path = BIN) -> Path:
+    """CoreDNS alone: the e2e network's DNS needs no Kubernetes component."""
+    return _build(go_binary(), COREDNS, bin_dir, ("coredns",), ".", "")["coredns"]
 
 
 def main() -> int:

@@ -19,7 +19,6 @@ import pytest
 
 from images.podman import podman
 from tests.support.e2e_cluster import running
-from tests.support.podman_pods import cluster_dns
 from tests.support.wait import until
 
 pytestmark = pytest.mark.e2e
@@ -80,7 +79,7 @@ def test_a_dead_worker_container_fails_its_jobs_requeues_batch_jobs_and_returns(
     # Like a kubelet's pod (dnsPolicy ClusterFirst), a node's one resolver is the cluster's DNS.
     resolv = podman("exec", WORKERS[0], "cat", "/etc/resolv.conf").stdout
     assert [line.split()[1] for line in resolv.splitlines() if line.startswith("nameserver")] == [
-        cluster_dns(cluster.network)], resolv
+        cluster.dns.address], resolv
     jobs = {name: _start_jobs(name) for name in WORKERS}
     # An admin drains the third worker while its jobs run; the drain must outlive the container.
     _ctl("scontrol", "update", "NodeName=e2e-worker-2", "State=DRAIN", "Reason=admin: bad fan")

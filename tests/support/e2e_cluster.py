@@ -17,7 +17,8 @@ from soperator.keys import generate_munge_key, generate_ssh_host_keys
 from soperator.render import KeyMaterial, render_all
 from soperator.render.populate_jail import populate_jail_job
 from tests.conftest import make_cluster
-from tests.support.podman_pods import VolumeStore, require_name_resolution, start_pod
+from tests.support.cluster_dns import ClusterDns
+from tests.support.podman_pods import VolumeStore, start_pod
 from tests.support.ssh_session import connect
 
 SSH_PORT = 22
@@ -64,7 +65,13 @@ class Cluster:
         self.jail.mkdir(mode=0o755)
         self.store = VolumeStore(tmp_path / "volumes", self.objects, {"e2e-jail": self.jail})
         self.network = f"soperator-e2e-{uuid.uuid4().hex[:8]}"
+        self.dns = ClusterDns(self.network, tmp_path / "dns", image_ref("controller"))
         self.containers: list[str] = []
+
+    def open(self) -> None:
+        """The cluster's network and its DNS (PodmanError says what failed; teardown undoes it)."""
+        podman("network", "create", "--disable-dns", self.network)
+        self.dns.start()
 
     def pod(self, kind: str, name: str) -> dict:
         pod = self.objects[(kind, name)]["spec"]["template"]["spec"]
@@ -78,7 +85,8 @@ class Cluster:
 
     def start(self, name: str, pod: dict, extra=()) -> None:
         self.containers.append(name)
-        start_pod(name, pod, self.store, self.network, list(extra))
+        start_pod(name, pod, self.store, self.network, list(extra), address=self.dns.register(name),
+                  dns=self.dns.address)
 
     def populate(self, tag: str, job: dict | None = None) -> dict:
         """Run the Job's pod as a kubelet does: each init container to success, in order, then the
@@ -102,15 +110,15 @@ class Cluster:
     def teardown(self) -> None:
         for name in reversed(self.containers):
             podman("rm", "-f", "-t", "5", name, check=False)
+        self.dns.stop()
         podman("network", "rm", "-f", self.network, check=False)
 
 
 def running(tmp_path, **spec):
     """A Cluster with its network, torn down after (unless SOPERATOR_E2E_KEEP): a fixture's body."""
     c = Cluster(tmp_path, **spec)
-    podman("network", "create", c.network)
     try:
-        require_name_resolution(c.network, image_ref("controller"))
+        c.open()
     except PodmanError as exc:
         c.teardown()
         pytest.fail(str(exc), pytrace=False)

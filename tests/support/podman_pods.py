@@ -8,7 +8,6 @@ volumeMount, with ConfigMap and Secret volumes materialised as files with the re
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import os
 import uuid
@@ -98,13 +97,17 @@ def security_args(pod: dict, container: dict) -> list[str]:
     return args
 
 
-def run_args(name: str, pod: dict, store: VolumeStore, network: str,
-             hostname: str | None = None) -> tuple[list[str], list[str]]:
-    """`podman run` arguments, split as (options, image and its arguments)."""
+def run_args(name: str, pod: dict, store: VolumeStore, network: str, hostname: str | None = None,
+             address: str | None = None, dns: str | None = None) -> tuple[list[str], list[str]]:
+    """`podman run` arguments, split as (options, image and its arguments). `dns` is the pod's one
+    resolver, as a kubelet (dnsPolicy ClusterFirst) gives a pod the cluster DNS alone; a pod on the
+    node's own network (hostNetwork) keeps the node's resolvers."""
     container = pod["containers"][0]
     args = ["run", "-d", "--name", name, "--hostname", hostname or name, "--network", network]
-    if network != "host":  # the node's own network: its resolvers, as a kubelet's hostNetwork pod
-        args += ["--dns", cluster_dns(network)]
+    if address:
+        args += ["--ip", address]
+    if dns:
+        args += ["--dns", dns]
     args += security_args(pod, container)
     for env in container.get("env", []):
         args += ["-e", f"{env['name']}={env['value'] if 'value' in env else downward(env['valueFrom'], name)}"]
@@ -118,17 +121,6 @@ def run_args(name: str, pod: dict, store: VolumeStore, network: str,
     return args, [container["image"], *container.get("args", [])]
 
 
-@functools.cache
-def cluster_dns(network: str) -> str:
-    """The network's own name server (aardvark-dns, at its gateway), as a pod's only resolver: a kubelet
-    (dnsPolicy ClusterFirst) gives a pod the cluster DNS alone. podman would also list the host's
-    resolvers after it, and then a moment when aardvark-dns does not answer (it stops listening while
-    it reloads, as containers come and go) sends a container's lookup on to a server that knows no
-    container and answers "no such name": a definitive failure where a retry would have found it."""
-    gateway = podman("network", "inspect", "--format", "{{range .Subnets}}{{.Gateway}}{{end}}", network)
-    return gateway.stdout.strip()
-
-
 def downward(source: dict, name: str) -> str:
     """The downward API's pod fields a kubelet fills in; a new container stands for a new pod."""
     field = source["fieldRef"]["fieldPath"]
@@ -140,32 +132,11 @@ def downward(source: dict, name: str) -> str:
 
 
 def start_pod(name: str, pod: dict, store: VolumeStore, network: str, extra: list[str] = (),
-              hostname: str | None = None) -> str:
-    options, image = run_args(name, pod, store, network, hostname)
+              hostname: str | None = None, address: str | None = None, dns: str | None = None) -> str:
+    options, image = run_args(name, pod, store, network, hostname, address, dns)
     try:
         return podman(*options, *extra, *image).stdout.strip()
     except PodmanError:
         # A `run` that fails at start leaves the container created; the caller never got its id.
         podman("rm", "-f", name, check=False)
         raise
-
-
-def require_name_resolution(network: str, image: str) -> None:
-    """Fail at once, saying why, when containers on `network` cannot resolve each other by name (the
-    nodes would otherwise time out registering with a controller whose name does not resolve)."""
-    backend = podman("info", "--format", "{{.Host.NetworkBackend}}").stdout.strip()
-    dns = podman("network", "inspect", "--format", "{{.DNSEnabled}}", network).stdout.strip()
-    if backend != "netavark" or dns != "true":
-        raise PodmanError(f"podman network {network} has no name resolution (backend {backend or '?'}, "
-                          f"dns_enabled {dns or '?'}): install netavark and aardvark-dns (.ci/setup does)")
-    probe = f"{network}-dns-probe"
-    dns = ["--dns", cluster_dns(network)]
-    podman("run", "-d", "--rm", "--name", probe, "--network", network, *dns, "--entrypoint", "sleep", image, "60")
-    try:
-        answer = podman("run", "--rm", "--network", network, *dns, "--entrypoint", "getent", image, "hosts", probe,
-                        check=False)
-    finally:
-        podman("rm", "-f", "-t", "0", probe, check=False)
-    if answer.returncode != 0:
-        raise PodmanError(f"containers on podman network {network} cannot resolve each other: "
-                          f"getent hosts {probe} failed ({answer.returncode}) {answer.stderr.strip()}")
