@@ -86,8 +86,9 @@ def _context(directory: str, sources: dict[str, vendor.Source]) -> Path:
     shutil.copytree(ROOT / "soperator" / "node", ctx / "soperator_node", ignore=no_cache)
     if directory == "common":  # the plugin's sources, built in the image's own build stage
         (ctx / "spank_chroot").mkdir()
-        for name in ("__init__.py", "build.py", "jail.c", "jail.h", "plugin.c"):
-            shutil.copy(ROOT / "spank_chroot" / name, ctx / "spank_chroot" / name)
+        plugin = ROOT / "spank_chroot"
+        for path in (plugin / "__init__.py", plugin / "build.py", *sorted(plugin.glob("*.[ch]"))):
+            shutil.copy(path, ctx / "spank_chroot" / path.name)
         vendor.copy_into(ctx, sources)  # Pyxis and enroot, compiled in that stage too
     return ctx
 

@@ -1,8 +1,8 @@
 """Build the jail code twice through cffi: the SPANK plugin slurmd loads, and a Python binding.
 
 `python -m spank_chroot.build [--binding-only | --plugin-only --out DIR]`:
-- spank_chroot/_jail*.so: a cffi extension of jail.c, so tests call the C functions directly;
-- spank_chroot/_build/spank_chroot.so: plugin.c + jail.c compiled by the same compiler cffi drives
+- spank_chroot/_jail*.so: a cffi extension of the C files but plugin.c, so tests call them directly;
+- spank_chroot/_build/spank_chroot.so: all of them compiled by the same compiler cffi drives
   (setuptools' ccompiler), a plain shared object with no Python in it. Its slurm_* symbols are
   resolved by slurmstepd when it loads the plugin. slurmd refuses a plugin built for another Slurm
   release, so the plugin is built where the Slurm that loads it is: the node image's build stage
@@ -21,7 +21,7 @@ from cffi import FFI
 HERE = Path(__file__).resolve().parent
 BUILD = HERE / "_build"
 PLUGIN = BUILD / "spank_chroot.so"
-# jail.c alone (no Slurm symbols), for the login node's entrypoint to load with ctypes.
+# The jail code alone (no Slurm symbols), for the login node's entrypoint to load with ctypes.
 JAIL_LIB = BUILD / "libsoperator_jail.so"
 CFLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-fPIC"]
 
@@ -36,13 +36,20 @@ int soperator_enter_jail(const char *jail, char *err, size_t errlen);
 int soperator_allows_userns(int argc, const char *const *argv);
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
 int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen);
+int soperator_read_user_dirs(const char *file, char *buf, size_t buflen, char *err, size_t errlen);
+int soperator_user_dir_template_ok(const char *line);
+int soperator_user_dir(const char *path, uint32_t uid, uint32_t gid, char *err, size_t errlen);
+int soperator_user_dirs(const char *list, uint32_t uid, uint32_t gid, char *err, size_t errlen);
 """
+# The C files with no Slurm symbols (all but plugin.c): the binding, and the plain library the login
+# node loads.
+SOURCES = ("fail.c", "jail.c", "restrict.c", "user_dirs.c")
 
 
 def binding_ffi() -> FFI:
     ffi = FFI()
     ffi.cdef(CDEF)
-    ffi.set_source("spank_chroot._jail", '#include "jail.h"', sources=[str(HERE / "jail.c")],
+    ffi.set_source("spank_chroot._jail", '#include "jail.h"\n#include "user_dirs.h"', sources=[str(HERE / name) for name in SOURCES],
                    include_dirs=[str(HERE)], extra_compile_args=CFLAGS)
     return ffi
 
@@ -63,10 +70,10 @@ def build_plugin(out: Path = BUILD) -> Path:
         raise SystemExit("error: slurm/spank.h not found: install libslurm-dev")
     out.mkdir(parents=True, exist_ok=True)
     compiler = _compiler()
-    objects = compiler.compile([str(HERE / "jail.c"), str(HERE / "plugin.c")], output_dir=str(out),
+    objects = compiler.compile([str(HERE / name) for name in (*SOURCES, "plugin.c")], output_dir=str(out),
                                include_dirs=[str(HERE)], extra_postargs=CFLAGS)
     compiler.link_shared_object(objects, str(out / PLUGIN.name), extra_postargs=["-shared", "-Wl,-z,relro"])
-    compiler.link_shared_object([o for o in objects if Path(o).stem == "jail"], str(out / JAIL_LIB.name),
+    compiler.link_shared_object([o for o in objects if Path(o).stem != "plugin"], str(out / JAIL_LIB.name),
                                 extra_postargs=["-shared", "-Wl,-z,relro"])
     return out / PLUGIN.name
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "jail.h"
+#include "user_dirs.h"
 
 SPANK_PLUGIN(soperator_chroot, 1);
 
@@ -22,6 +23,21 @@ SPANK_PLUGIN(soperator_chroot, 1);
 static enum { UNDECIDED, ALLOWED, REFUSED } step_state = UNDECIDED;
 static int entered_jail = 0, allow_userns = 0;
 static char refusal[512] = "the plugin did not run for this step";
+/* What the refusal is about, for the logs and the user's message. */
+static const char *refused_for = "cannot enter jail", *told_user = "the jail could not be entered";
+
+/* On a worker with Pyxis: that user's own Pyxis and enroot directories, made as root inside the jail
+ * from the list read on the node before entering it. */
+static int make_user_dirs(spank_t sp, const char *list)
+{
+    uid_t uid;
+    gid_t gid;
+    if (list[0] == '\0')
+        return 0;
+    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+        return snprintf(refusal, sizeof(refusal), "cannot read the job's user"), -1;
+    return soperator_user_dirs(list, uid, gid, refusal, sizeof(refusal));
+}
 
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
@@ -42,12 +58,25 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         default:
             allow_userns = soperator_allows_userns(ac, (const char *const *)av) ||
                            access(SOPERATOR_NODE_USERNS_MARK, F_OK) == 0;
+            /* Read on the node's root: after the jail is entered this file is out of sight. */
+            static char user_dirs[2048];
+            if (soperator_read_user_dirs(SOPERATOR_NODE_USER_DIRS, user_dirs, sizeof(user_dirs), refusal,
+                                         sizeof(refusal)) != 0) {
+                refused_for = told_user = "the node's list of container runtime directories is unreadable";
+                step_state = REFUSED;
+                break;
+            }
             entered_jail = soperator_enter_jail(av[0], refusal, sizeof(refusal)) == 0;
             step_state = entered_jail ? ALLOWED : REFUSED;
+            if (entered_jail && make_user_dirs(sp, user_dirs) != 0) {
+                refused_for = told_user = "its container runtime directories are not safe to use";
+                step_state = REFUSED;
+            }
         }
     }
     if (step_state == REFUSED) {
-        slurm_error("soperator_chroot: cannot enter jail: %s; refusing to run the step on the host", refusal);
+        slurm_error("soperator_chroot: %s: %s; refusing to run the step%s", refused_for, refusal,
+                    entered_jail ? "" : " on the host");
         return ESPANK_ERROR;
     }
     slurm_verbose("soperator_chroot: step %u entered jail %s", step_id, av[0]);
@@ -68,8 +97,7 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     if (step_state == ALLOWED)
         return ESPANK_SUCCESS;
     slurm_error("soperator_chroot: task refused: %s", refusal);
-    fprintf(stderr, "soperator: this job step was refused, nothing ran: the jail could not be entered (%s)\n",
-            refusal);
+    fprintf(stderr, "soperator: this job step was refused, nothing ran: %s (%s)\n", told_user, refusal);
     fflush(stderr);
     _exit(REFUSED_EXIT);
 }

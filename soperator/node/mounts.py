@@ -34,8 +34,15 @@ COMMON = (
     Bind("/opt/soperator/lib", read_only=True),
 )
 WORKER = COMMON + (Bind("/var/spool/slurmd"),)
-# Workers of a node set with Pyxis: Pyxis's and enroot's runtime files, node-local (the pod's volume).
-CONTAINERS = (Bind("/run/pyxis"), Bind("/run/enroot"), Bind("/etc/soperator/enroot", read_only=True))
+# Workers of a node set with Pyxis: Pyxis's and enroot's runtime files, node-local (the pod's volume),
+# in parents of root's that users may not write.
+CONTAINER_RUNTIME = ("/run/pyxis", "/run/enroot")
+CONTAINERS = (*(Bind(path) for path in CONTAINER_RUNTIME), Bind("/etc/soperator/enroot", read_only=True))
+# Each step user's own directories in them, made by the chroot plugin as root ("%u": the uid). The
+# worker lists them in USER_DIRS_FILE (spank_chroot/user_dirs.h); enroot.conf.j2 and plugstack.conf.j2
+# name the same places.
+USER_DIRS = ("/run/pyxis/%u", "/run/enroot/user-%u")
+USER_DIRS_FILE = "/run/soperator/user-dirs"
 # Where a Pyxis worker binds its enroot.conf inside the jail (enroot reads it there).
 JAIL_ENROOT_CONF = "/etc/enroot/enroot.conf"
 LOGIN = COMMON

@@ -15,8 +15,8 @@ from .cluster_id import take_cluster_id_from_database
 from .database import SOCKET as DB_SOCKET, ensure_account, prepare_datadir, server_argv
 from .fresh_boot import forget_refusal, record, take_over
 from .hold import hold, release
-from .mounts import (CONTAINERS, JAIL_ENROOT_CONF, LOGIN, WORKER, bind, bind_into_jail, harden_jail, mount_private_proc,
-                     use_jail_accounts)
+from .mounts import (CONTAINER_RUNTIME, CONTAINERS, JAIL_ENROOT_CONF, LOGIN, USER_DIRS, USER_DIRS_FILE, WORKER, bind,
+                     bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts)
 from .names import wait_for_names
 from .reconfigure import ConfigWatch
 from .scontrol import scontrol
@@ -116,7 +116,7 @@ def sticky_shm() -> None:
 
 def restrict_sessions() -> None:
     """What job steps get from the SPANK plugin, for sshd and every session it starts: no_new_privs
-    and, unless the cluster allows them, no user namespaces (the same C code, jail.c)."""
+    and, unless the cluster allows them, no user namespaces (the same C code, restrict.c)."""
     allow = os.environ.get("SOPERATOR_ALLOW_USER_NAMESPACES") == "true"
     err = ctypes.create_string_buffer(512)
     if ctypes.CDLL(JAIL_LIB).soperator_restrict_sessions(int(allow), err, len(err)) != 0:
@@ -164,14 +164,18 @@ def worker(sup: Supervisor) -> None:
 def enable_containers() -> None:
     """On a node set with Pyxis (the pod carries its enroot.conf): Pyxis's and enroot's node-local
     directories and that enroot.conf go into the jail, and job steps may create user namespaces.
-    World-writable and sticky: enroot makes a directory per user (user-<uid>) with umask 077."""
+    Root's and closed to users: the chroot plugin makes each step user's own directories in them
+    (listed in USER_DIRS_FILE, on the node's root), so no user can plant another's."""
     conf = os.environ.get("SOPERATOR_ENROOT_CONF")
     if not conf:
         return
-    for path in ("/run/pyxis", "/run/enroot"):
+    for path in CONTAINER_RUNTIME:
         os.makedirs(path, exist_ok=True)
-        os.chmod(path, 0o1777)
+        os.chown(path, 0, 0)
+        os.chmod(path, 0o755)
     os.makedirs(os.path.dirname(ENROOT_CONF), mode=0o755, exist_ok=True)
+    with open(USER_DIRS_FILE, "w") as fh:
+        fh.write("".join(f"{template}\n" for template in USER_DIRS))
     with open(ENROOT_CONF, "w") as fh:
         fh.write(conf)
     os.chmod(ENROOT_CONF, 0o644)
@@ -179,7 +183,8 @@ def enable_containers() -> None:
     if bind(ENROOT_CONF, JAIL + JAIL_ENROOT_CONF, is_dir=False, read_only=True):
         bound.append(JAIL_ENROOT_CONF)
     open(USERNS_MARK, "w").close()
-    log(f"container jobs (Pyxis): bound into the jail: {', '.join(bound)}; job steps may create user namespaces")
+    log(f"container jobs (Pyxis): bound into the jail: {', '.join(bound)}; job steps may create user namespaces; "
+        f"each step's user gets its own {', '.join(USER_DIRS)}")
 
 
 def forget_node(name: str, instance: str) -> None:

@@ -137,7 +137,7 @@ def node_pod(cluster: SlurmCluster, component: ComponentBase, container: Obj, vo
         "enableServiceLinks": False,
         "dnsConfig": dns_config(cluster),
         "terminationGracePeriodSeconds": grace_seconds,
-        "containers": [container],
+        "containers": [{**container, "terminationMessagePath": PATHS.termination_log}],
         "volumes": volumes,
         **pull_secrets(cluster),
         **scheduling(component),

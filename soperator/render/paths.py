@@ -26,6 +26,9 @@ PATHS = SimpleNamespace(
     enroot_runtime="/run/enroot",
     enroot_credentials="/etc/soperator/enroot",
     populate_target="/jail",
+    # Where the kubelet keeps a node container's termination message: not /dev/termination-log, since
+    # /dev goes into the jail and the kubelet makes that host file writable by anyone (security #5).
+    termination_log="/run/termination-log",
 )
 
 MUNGE_KEY_FILE = "munge.key"

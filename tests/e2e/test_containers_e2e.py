@@ -167,3 +167,50 @@ def test_only_pyxis_node_sets_open_user_namespaces_and_enroot_runs_only_in_the_j
     code, out, err = _run(client, f"srun -w e2e-box-0 --container-image={IMAGE} grep ^VERSION_ID= /etc/os-release",
                           timeout=120)
     assert (code, out.strip()) == (0, 'VERSION_ID="12"'), err
+
+
+def _as_user(cluster, user: str, uid: int, command: str) -> tuple[int, str, str]:
+    """`command` as `user` in the jail on the login node, as in that user's own session."""
+    proc = podman("exec", "e2e-login-0", "chroot", f"--userspec={uid}:{uid}", "/mnt/jail", "env", f"HOME=/home/{user}",
+                  f"USER={user}", "sh", "-c", f"cd && {command}", check=False, timeout=180)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_no_user_can_plant_a_container_that_another_users_step_runs(cluster, alice):
+    # Security review, high #1: Pyxis and enroot trust whatever they find under a user's directory.
+    for user, uid in (("mallory", 1001), ("bob", 1002)):
+        add_user(cluster.jail, user, uid, "")
+    # The parents are root's: Mallory cannot make Bob's directories in them.
+    code, out, err = _as_user(cluster, "mallory", 1001, "srun -w e2e-box-0 sh -c 'mkdir -p "
+                              "/run/enroot/user-1002/data/pyxis_torch; a=$?; mkdir /run/pyxis/1002; echo $a $?'")
+    assert (code, out.split(), err.count("Permission denied")) == (0, ["1", "1"], 2), (code, out, err)
+    assert cluster.exec("e2e-box-0", "stat", "-c", "%u %a", "/run/enroot", "/run/pyxis").split() == ["0", "755"] * 2
+    assert "user-1002" not in cluster.exec("e2e-box-0", "ls", "/run/enroot").split()
+
+    # A container planted anyway under Bob's name (here by root; with the parents open, any user could):
+    # a root filesystem whose /etc/rc, which enroot runs as a container starts, leaves a mark in it.
+    planted = "/run/enroot/user-1002/data/pyxis_torch"
+    cluster.exec("e2e-box-0", "chroot", "/mnt/jail", "sh", "-c",
+                 f"mkdir -p {planted.rsplit('/', 1)[0]} && unsquashfs -q -d {planted} {IMAGE}")
+    cluster.exec("e2e-box-0", "sh", "-c", f"printf '#!/bin/sh\\ntouch /planted-ran\\nexec \"$@\"\\n' > {planted}/etc/rc "
+                 f"&& chmod 755 {planted}/etc/rc && chown -R 1001:1001 /run/enroot/user-1002")
+    torch = f"srun -w e2e-box-0 --container-name=torch --container-writable --container-image={IMAGE} id -un"
+    code, out, err = _as_user(cluster, "bob", 1002, torch)
+    assert code != 0 and "bob" not in out.split(), (code, out, err)
+    assert ("soperator: this job step was refused, nothing ran: its container runtime directories are not safe to "
+            "use (/run/enroot/user-1002 is not the job user's own (uid 1002): it is a directory of uid 1001") in err, err
+    assert "planted-ran" not in cluster.exec("e2e-box-0", "ls", planted).split()
+    assert cluster.exec("e2e-box-0", "stat", "-c", "%u", "/run/enroot/user-1002").strip() == "1001"
+
+    # Had it been Bob's own, the same step would have run it: the mark is what the refusal prevented.
+    cluster.exec("e2e-box-0", "chown", "-R", "1002:1002", "/run/enroot/user-1002")
+    code, out, err = _as_user(cluster, "bob", 1002, torch)
+    assert (code, out.strip()) == (0, "bob"), err
+    assert "planted-ran" in cluster.exec("e2e-box-0", "ls", planted).split()
+
+    # Elsewhere Bob's container steps run in directories made for him alone.
+    code, out, err = _as_user(cluster, "bob", 1002, f"srun -w e2e-box-1 --container-image={IMAGE} "
+                              "grep ^VERSION_ID= /etc/os-release")
+    assert (code, out.strip()) == (0, 'VERSION_ID="12"'), err
+    assert cluster.exec("e2e-box-1", "stat", "-c", "%u %a", "/run/enroot/user-1002", "/run/pyxis/1002").split() == [
+        "1002", "700"] * 2

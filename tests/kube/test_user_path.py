@@ -38,10 +38,12 @@ pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 SCRIPT = ROOT / "examples" / "quickstart.py"
 IMAGES = ("controller", "worker", "login", "populate-jail", "operator", "database")
 NAME = "up"
-# Each step writes who it is and which root it sees (device:inode of /), into the shared jail.
+# Each step writes who it is, which root it sees (device:inode of /) and whether the kubelet's
+# termination-log file reached it, into the shared jail.
 JOB = """#!/bin/bash
 #SBATCH -N2 -o /root/userpath/job-%j.out
-srun bash -c 'echo "$(hostname) $(stat -c %d:%i /) $(cat /etc/soperator-jail-release)" > /root/userpath/$(hostname)'
+srun bash -c 'echo "$(hostname) $(stat -c %d:%i /) $(test -e /dev/termination-log && echo seen || echo absent) \
+$(cat /etc/soperator-jail-release)" > /root/userpath/$(hostname)'
 """
 
 
@@ -99,11 +101,16 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         job_id = login.run("sbatch --parsable --wait /root/userpath/job.sh").strip()
         assert "JobState=COMPLETED" in login.run(f"scontrol show job {job_id}")
         login_root = login.run("stat -c %d:%i /").strip()
+        assert login.run("test -e /dev/termination-log && echo seen || echo absent").strip() == "absent"
         lines = {}
         for worker in (f"{NAME}-worker-0", f"{NAME}-worker-1"):
             # Visible from the login session: the same jail.
-            host, root, release = login.run(f"cat /root/userpath/{worker}").split(maxsplit=2)
+            host, root, termination_log, release = login.run(f"cat /root/userpath/{worker}").split(maxsplit=3)
             lines[worker] = (host, root, release.strip())
+            # The kubelet keeps the termination message out of /dev, which the jail shares (security #5).
+            assert termination_log == "absent"
+            assert kubectl("-n", namespace, "exec", worker, "--", "test", "-f", "/run/termination-log",
+                           check=False).returncode == 0
             image_root = kubectl("-n", namespace, "exec", worker, "--", "stat", "-c", "%d:%i", "/").stdout.strip()
             assert host == worker
             assert root == login_root != image_root  # the step's root is the jail, not the worker image's

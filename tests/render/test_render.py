@@ -5,6 +5,7 @@ import json
 import pytest
 
 from soperator.api.validate import SpecError
+from soperator.node.mounts import LOGIN, WORKER
 from soperator.render import render_all
 from soperator.render.configs import Storage, slurm_files, slurmdbd_conf, worker_node_conf
 from soperator.render.paths import CONFIG_HASH_ANNOTATION
@@ -399,3 +400,15 @@ def test_accounting_renders_slurmdbd_and_its_database_with_the_password_in_secre
     assert names == {"demo-slurmdbd"}
     assert "StorageHost=db.example\n" in base64.b64decode(
         slurmdbd_conf_secret(external, password)["data"]["slurmdbd.conf"]).decode()
+
+
+def test_no_node_container_keeps_its_termination_message_where_the_jail_sees_it():
+    # The kubelet makes the file world-writable; /dev, /tmp… are bound into the jail (security #5).
+    bound = [b.path for b in (*WORKER, *LOGIN)]
+    sets = {o["metadata"]["name"]: o["spec"]["template"]["spec"]
+            for o in render_all(make_cluster(nodeSets=PYXIS_SETS), None) if o["kind"] == "StatefulSet"}
+    assert sorted(sets) == ["demo-controller", "demo-cpu", "demo-gpu", "demo-login"]
+    for pod in sets.values():
+        path = pod["containers"][0]["terminationMessagePath"]
+        assert path == "/run/termination-log"
+        assert not any(path == b or path.startswith(b + "/") for b in bound), path

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -233,3 +234,177 @@ def test_what_root_keeps_after_each_restriction(restrict, keeps_sys_admin):
     sys_admin, mounted, userns = data.decode().split()  # CAP_SYS_ADMIN is bit 21
     assert (sys_admin == "1") == keeps_sys_admin and (mounted == "0") == keeps_sys_admin
     assert userns != "0"
+
+
+# x86_64 numbers: io_uring_setup, io_uring_enter, io_uring_register, bpf, keyctl, add_key, request_key,
+# userfaultfd. Called with arguments no kernel accepts, so only the filter decides between ENOSYS and
+# the kernel's own error.
+RISKY = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "bpf": 321, "keyctl": 250,
+         "add_key": 248, "request_key": 249, "userfaultfd": 323}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.parametrize("restrict", ["soperator_restrict_task", "soperator_restrict_sessions"])
+@pytest.mark.parametrize("allow_userns", [0, 1])
+def test_risky_kernel_interfaces_are_refused_with_or_without_user_namespaces(restrict, allow_userns):
+    """Security review, medium #3: even where user namespaces are allowed (Pyxis node sets), a task
+    and a login session get no io_uring, bpf, keyrings or userfaultfd; everything else still works."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    def errors():
+        found = {}
+        for name, nr in RISKY.items():
+            ctypes.set_errno(0)
+            rc = libc.syscall(ctypes.c_long(nr), ctypes.c_long(-1), ctypes.c_long(0), ctypes.c_long(0),
+                              ctypes.c_long(0), ctypes.c_long(0))
+            found[name] = "ok" if rc >= 0 else os.strerror(ctypes.get_errno())
+        return found
+
+    def child(out):
+        before = errors()
+        if getattr(lib, restrict)(allow_userns, _err(), 512) != 0:
+            return 3
+        after = errors()
+        plain = subprocess.run(["sh", "-c", "echo still-runs"], capture_output=True, text=True).stdout.strip()
+        os.write(out, json.dumps([before, after, plain]).encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0, data
+    before, after, plain = json.loads(data)
+    assert after == {name: os.strerror(38) for name in RISKY}  # ENOSYS
+    # The kernel here has most of them (one it lacks answers ENOSYS before the filter too).
+    assert sum(error != os.strerror(38) for error in before.values()) >= 6, before
+    assert plain == "still-runs"
+
+
+# The same interfaces through the i386 ABI: int 0x80 with the 32-bit numbers, from a 64-bit program.
+INT80 = r"""
+#include <stdio.h>
+int main(void) {
+    const long nrs[] = {425, 426, 427, 357, 288, 286, 287, 374};
+    for (int i = 0; i < 8; i++) {
+        long ret;
+        __asm__ volatile("int $0x80" : "=a"(ret) : "a"(nrs[i]), "b"(-1L), "c"(0L), "d"(0L) : "memory");
+        printf("%ld ", ret);
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or os.uname().machine != "x86_64", reason="needs root on x86_64")
+def test_risky_kernel_interfaces_are_refused_through_the_i386_abi_too(tmp_path):
+    (tmp_path / "int80.c").write_text(INT80)
+    subprocess.run(["gcc", "-O0", "-o", str(tmp_path / "int80"), str(tmp_path / "int80.c")], check=True)
+    before = subprocess.run([str(tmp_path / "int80")], capture_output=True, text=True)
+    if before.returncode != 0:
+        pytest.skip(f"no i386 emulation in this kernel ({before.returncode})")
+
+    def child(out):
+        if lib.soperator_restrict_task(1, _err(), 512) != 0:
+            return 3
+        after = subprocess.run([str(tmp_path / "int80")], capture_output=True, text=True)
+        os.write(out, after.stdout.encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0, data
+    assert data.decode().split() == ["-38"] * 8  # -ENOSYS
+    assert before.stdout.split().count("-38") <= 2, before.stdout
+
+
+@pytest.mark.parametrize("template,ok", [
+    ("/run/enroot/user-%u", True), ("/run/pyxis/%u", True), ("run/pyxis/%u", False), ("/run/pyxis", False),
+    ("/run/%u/%u", False), ("/run/%s", False), ("/run/%", False),
+])
+def test_user_dir_templates(template, ok):
+    assert bool(lib.soperator_user_dir_template_ok(template.encode())) == ok
+
+
+def test_the_nodes_list_is_read_and_a_missing_list_is_an_empty_one(tmp_path):
+    buf, err = ffi.new("char[2048]"), _err()
+    assert lib.soperator_read_user_dirs(str(tmp_path / "none").encode(), buf, 2048, err, 512) == 0
+    assert ffi.string(buf) == b""
+    (tmp_path / "list").write_text("/run/pyxis/%u\n/run/enroot/user-%u\n")
+    assert lib.soperator_read_user_dirs(str(tmp_path / "list").encode(), buf, 2048, err, 512) == 0
+    assert ffi.string(buf) == b"/run/pyxis/%u\n/run/enroot/user-%u\n"
+    (tmp_path / "long").write_text("/x/%u\n" * 1000)
+    assert lib.soperator_read_user_dirs(str(tmp_path / "long").encode(), buf, 2048, err, 512) == -1
+    assert "longer than 2047 bytes" in ffi.string(err).decode()
+
+
+def _user_dirs(root, uid, list_text=None):
+    text = list_text if list_text is not None else f"{root}/pyxis/%u\n{root}/enroot/user-%u\n"
+    err = _err()
+    return lib.soperator_user_dirs(text.encode(), uid, uid, err, 512), ffi.string(err).decode()
+
+
+def _parents(tmp_path, mode=0o755):
+    for name in ("pyxis", "enroot"):
+        (tmp_path / name).mkdir()
+        os.chmod(tmp_path / name, mode)
+    return tmp_path
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown, root-owned parents)")
+
+
+@needs_root
+def test_a_steps_user_dirs_are_made_by_root_for_the_user_alone(tmp_path):
+    root = _parents(tmp_path)
+    assert _user_dirs(root, 1001) == (0, "")
+    for path in (root / "pyxis" / "1001", root / "enroot" / "user-1001"):
+        st = os.lstat(path)
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o7777) == (1001, 1001, 0o700)
+    # The user's own, from an earlier step: used as it is.
+    assert _user_dirs(root, 1001) == (0, "")
+
+
+@needs_root
+def test_a_planted_user_dir_refuses_the_step_and_is_left_alone(tmp_path):
+    root = _parents(tmp_path)
+    planted = root / "enroot" / "user-1002"
+    (planted / "data" / "pyxis_torch").mkdir(parents=True)
+    os.chown(planted, 1001, 1001)  # Mallory's, under Bob's name
+    rc, err = _user_dirs(root, 1002)
+    assert rc == -1 and f"{planted} is not the job user's own (uid 1002): it is a directory of uid 1001" in err
+    assert (planted / "data" / "pyxis_torch").is_dir() and os.lstat(planted).st_uid == 1001
+
+
+@needs_root
+@pytest.mark.parametrize("kind", ["link", "file", "group-writable"])
+def test_a_user_dir_that_is_not_a_private_directory_is_refused(tmp_path, kind):
+    root = _parents(tmp_path)
+    path = root / "pyxis" / "1002"
+    if kind == "link":
+        (tmp_path / "elsewhere").mkdir()
+        path.symlink_to(tmp_path / "elsewhere")
+        os.lchown(path, 1002, 1002)
+    elif kind == "file":
+        path.write_text("")
+        os.chown(path, 1002, 1002)
+    else:
+        path.mkdir()
+        os.chown(path, 1002, 1002)
+        os.chmod(path, 0o770)
+    rc, err = _user_dirs(root, 1002)
+    assert rc == -1 and "is not the job user's own" in err, err
+
+
+@needs_root
+@pytest.mark.parametrize("mode", [0o1777, 0o775])
+def test_a_parent_others_may_write_refuses_the_step(tmp_path, mode):
+    root = _parents(tmp_path, mode=mode)
+    rc, err = _user_dirs(root, 1002)
+    assert rc == -1 and "must be a directory of root's that nobody else may write" in err and f"mode {mode:04o}" in err
+    assert not (root / "pyxis" / "1002").exists()
+
+
+def test_a_missing_parent_or_a_bad_line_refuses_the_step(tmp_path):
+    rc, err = _user_dirs(tmp_path, 1002)
+    assert rc == -1 and f"{tmp_path}/pyxis: No such file or directory" in err
+    rc, err = _user_dirs(tmp_path, 1002, "relative/%u\n")
+    assert rc == -1 and "'relative/%u' is not an absolute path with one %u" in err
+    assert _user_dirs(tmp_path, 1002, "") == (0, "") and list(tmp_path.iterdir()) == []
