@@ -2,8 +2,9 @@
 network at a fixed address, answering the names the harness gives its containers from a hosts file.
 A container's record is written, and served, before the container starts; its address is fixed by
 the harness (`podman run --ip`) and kept for its name, so a container started again under its name
-(a StatefulSet's pod) is found at once. Names the harness never gave are NXDOMAIN, as upstream of a
-cluster DNS: nothing is forwarded off the machine.
+(a StatefulSet's pod) is found at once. Names the harness never gave get SERVFAIL (CoreDNS's hosts
+plugin has no SOA to answer NXDOMAIN with; glibc reports "Temporary failure"), where a cluster DNS
+would answer NXDOMAIN: nothing is forwarded off the machine.
 
 Why not podman's own aardvark-dns: version 1.4 (Debian bookworm's) closes and reopens its sockets on
 every reload, and reloads whenever a container on any network starts or stops (containers/aardvark-

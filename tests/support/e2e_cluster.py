@@ -119,9 +119,9 @@ def running(tmp_path, **spec):
     c = Cluster(tmp_path, **spec)
     try:
         c.open()
-    except PodmanError as exc:
+    except Exception as exc:  # a failed podman call, or CoreDNS that would not build: leave nothing behind
         c.teardown()
-        pytest.fail(str(exc), pytrace=False)
+        pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
     yield c
     if os.environ.get("SOPERATOR_E2E_KEEP"):
         return
