@@ -86,8 +86,9 @@ class Kube:
         core = client.CoreV1Api(self.api_client)
         for previous in (False, True):
             try:
+                # The client gives None for an empty body (a pod with no log yet), not ''.
                 return core.read_namespaced_pod_log(pod, namespace, container=container, tail_lines=lines,
-                                                    limit_bytes=16384, previous=previous)
+                                                    limit_bytes=16384, previous=previous) or ""
             except client.ApiException as exc:
                 if exc.status not in (400, 404):
                     raise

@@ -8,12 +8,15 @@ import os
 import subprocess
 import sys
 
-from .roles import ONE_SHOT, ROLES, NodeError
+from . import health_check
+from .roles import JAIL, JAIL_LIB, ONE_SHOT, ROLES, NodeError
 from .supervise import Supervisor, log
 
 
 def main(argv: list[str]) -> int:
     role = argv[0] if argv else os.environ.get("SOPERATOR_COMPONENT", "")
+    if role == "health-check":  # slurmd's HealthCheckProgram: exec'd in the jail, supervises nothing
+        return health_check.run(JAIL, JAIL_LIB)
     if role not in ROLES and role not in ONE_SHOT:
         log(f"unknown role {role!r}; expected one of {', '.join(sorted([*ROLES, *ONE_SHOT]))}")
         return 2

@@ -14,6 +14,7 @@ from .associations import AssociationSync
 from .cluster_id import take_cluster_id_from_database
 from .database import SOCKET as DB_SOCKET, ensure_account, prepare_datadir, server_argv
 from .fresh_boot import forget_refusal, record, take_over
+from .health_check import PROGRAM_FILE as HEALTH_CHECK_FILE
 from .hold import hold, release
 from .mounts import (CONTAINER_RUNTIME, CONTAINERS, JAIL_ENROOT_CONF, LOGIN, USER_DIRS, USER_DIRS_FILE, WORKER, bind,
                      bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts)
@@ -148,6 +149,7 @@ def worker(sup: Supervisor) -> None:
     os.makedirs(CONFIGLESS_DIR, exist_ok=True)
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER))}")
     enable_containers()
+    name_health_check()
     name, conf_server = socket.gethostname(), os.environ["SOPERATOR_CONF_SERVER"]
     wait_for_names([conf_server.rsplit(":", 1)[0]], START_WAIT, stop=lambda: sup.stopping)
     # This container's identity in Slurm (the node's InstanceId): only it may delete the record.
@@ -159,6 +161,18 @@ def worker(sup: Supervisor) -> None:
     sup.start("slurmd", ["slurmd", "-D", "-Z", "-b", "--instance-id", instance, "--conf-server", conf_server,
                          "--conf", os.environ["SOPERATOR_SLURMD_CONF"]],
               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, after_stop=lambda: forget_node(name, instance))
+
+
+def name_health_check() -> None:
+    """Where slurmd's HealthCheckProgram (health_check.py) finds the jail program the spec names."""
+    program = os.environ.get("SOPERATOR_HEALTH_CHECK_PROGRAM")
+    if program:
+        os.makedirs(os.path.dirname(HEALTH_CHECK_FILE), exist_ok=True)
+        with open(HEALTH_CHECK_FILE, "w", encoding="utf-8") as fh:
+            fh.write(program + "\n")
+        log(f"health check: {program}, in the jail")
+    elif os.path.exists(HEALTH_CHECK_FILE):
+        os.unlink(HEALTH_CHECK_FILE)
 
 
 def enable_containers() -> None:

@@ -3,8 +3,14 @@
 A Secret under a default name (`<cluster>-munge-key`…) is used only if soperator made it for this
 SlurmCluster (an owner reference to its uid): whoever may create Secrets in the namespace but not read
 them could otherwise plant keys they know before the cluster exists, and every node would trust them.
-A Secret the spec names (`spec.secrets`) is the admin's own and used as it is."""
+
+A Secret the spec names (`spec.secrets`, a database password, pull secrets, enroot credentials) is
+used only if it carries the label the cluster admin chose (SOPERATOR_SECRET_LABEL, from the operator
+chart): whoever may write a SlurmCluster could otherwise mount any Secret of the namespace into pods
+they are root in, and read it. The admission policy cannot see Secrets, so the operator checks."""
 from __future__ import annotations
+
+import os
 
 from soperator.api.cluster import KIND, SlurmCluster
 from soperator.keys import generate_db_password, generate_jwt_key, generate_munge_key, generate_ssh_host_keys
@@ -15,7 +21,51 @@ from soperator.render.secrets import (db_password_secret, db_password_secret_nam
                                       munge_key_secret_name, ssh_host_keys_secret, ssh_host_keys_secret_name)
 
 
+SECRET_LABEL_ENV = "SOPERATOR_SECRET_LABEL"
+DEFAULT_SECRET_LABEL = "slurm.soperator.dev/usable-by-clusters=true"
+
+
+def secret_label() -> tuple[str, str]:
+    """The (key, value) a Secret named in a spec must carry: `key=value` from the operator's setting."""
+    key, _, value = (os.environ.get(SECRET_LABEL_ENV) or DEFAULT_SECRET_LABEL).partition("=")
+    return key, value
+
+
+def referenced_secrets(cluster: SlurmCluster) -> list[tuple[str, str]]:
+    """(field, Secret name) of every Secret the spec names, in the spec's order."""
+    spec = cluster.spec
+    refs = [(f"spec.secrets.{field}", getattr(spec.secrets, attr)) for field, attr in (
+        ("mungeKey", "munge_key"), ("sshHostKeys", "ssh_host_keys"), ("jwtKey", "jwt_key"))]
+    if spec.accounting.enabled and spec.accounting.external:
+        refs.append(("spec.accounting.external.passwordSecret", spec.accounting.external.password_secret))
+    refs += [(f"spec.images.pullSecrets[{i}]", name) for i, name in enumerate(spec.images.pull_secrets)]
+    refs += [(f"spec.nodeSets[{i}].pyxis.registryCredentialsSecret", n.pyxis.registry_credentials_secret)
+             for i, n in enumerate(spec.node_sets) if n.pyxis.enabled]
+    return [(field, name) for field, name in refs if name]
+
+
+def check_referenced(kube: Kube, cluster: SlurmCluster) -> Cond | None:
+    """The first Secret the spec names that is missing or not labelled for use, as a failed condition."""
+    key, value = secret_label()
+    for field, name in referenced_secrets(cluster):
+        secret = kube.get("v1", "Secret", cluster.namespace, name)
+        if secret is None:
+            return Cond("SecretsReady", False, "SecretNotFound",
+                        f"{field}: Secret {cluster.namespace}/{name} does not exist")
+        labels = secret.get("metadata", {}).get("labels") or {}
+        if labels.get(key) != value and not made_for(secret, cluster):
+            return Cond("SecretsReady", False, "SecretNotLabelled",
+                        f"{field}: Secret {cluster.namespace}/{name} does not carry the label {key}={value}, which the "
+                        "cluster admin requires of every Secret a SlurmCluster names (slurm-operator chart values: "
+                        "referencedSecretLabel), so it is not used; nothing was changed. Label it if it is meant for "
+                        "Slurm clusters")
+    return None
+
+
 def ensure_secrets(kube: Kube, cluster: SlurmCluster) -> Cond:
+    refused = check_referenced(kube, cluster)
+    if refused:
+        return refused
     refs = cluster.spec.secrets
     wanted = [
         (munge_key_secret_name(cluster), refs.munge_key, lambda: munge_key_secret(cluster, generate_munge_key())),
@@ -29,14 +79,13 @@ def ensure_secrets(kube: Kube, cluster: SlurmCluster) -> Cond:
         wanted.append((db_password_secret_name(cluster), accounting.external and accounting.external.password_secret,
                        lambda: db_password_secret(cluster, generate_db_password())))
     for name, user_ref, build in wanted:
+        if user_ref:
+            continue  # the admin's own, checked above
         existing = kube.get("v1", "Secret", cluster.namespace, name)
         if existing is not None:
-            if not user_ref and not made_for(existing, cluster):
+            if not made_for(existing, cluster):
                 return Cond("SecretsReady", False, "SecretNotOurs", not_ours_message(cluster, name))
             continue
-        if user_ref:
-            return Cond("SecretsReady", False, "SecretNotFound",
-                        f"Secret {cluster.namespace}/{name} named in the spec does not exist")
         create_once(kube, build())
     extra = ", accounting database password" if accounting.enabled else ""
     return Cond("SecretsReady", True, "Present", f"munge key, ssh host keys, JWT key{extra} present")

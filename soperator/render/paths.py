@@ -20,6 +20,8 @@ PATHS = SimpleNamespace(
     # volume's directory world-writable (0777), and sshd's StrictModes refuses keys under it.
     root_authorized_keys="/run/soperator/root_authorized_keys",
     chroot_plugin="/opt/soperator/lib/spank_chroot.so",
+    # slurmd's HealthCheckProgram on workers: it runs spec.healthCheck.program in the jail.
+    health_check="/opt/soperator/bin/health-check",
     pyxis_plugin="/usr/local/lib/slurm/spank_pyxis.so",
     # Node-local, bound into the jail at the same paths on workers with Pyxis (soperator/node/mounts.py).
     pyxis_runtime="/run/pyxis",

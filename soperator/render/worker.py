@@ -48,6 +48,13 @@ def _pyxis(cluster: SlurmCluster, node_set: NodeSetSpec) -> tuple[list[Obj], lis
     return env, mounts, volumes
 
 
+def _health_check_env(cluster: SlurmCluster) -> list[Obj]:
+    """The jail program slurmd's HealthCheckProgram runs (soperator/node/health_check.py): slurmd gives
+    it no arguments, so the pod tells the node which one."""
+    health = cluster.spec.health_check
+    return [{"name": "SOPERATOR_HEALTH_CHECK_PROGRAM", "value": health.program}] if health.interval > 0 else []
+
+
 def worker_security_context(node_set: NodeSetSpec) -> Obj:
     """A node set with Pyxis runs without the runtime's seccomp profile: containerd's refuses the
     pivot_root that enroot enters every container with, whatever the capabilities. Its job steps may
@@ -73,7 +80,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
                 {"name": "SOPERATOR_SLURMD_CONF", "value": worker_node_conf(node_set)},
                 # Part of the node's InstanceId in Slurm: which pod (and container) registered it.
                 {"name": "SOPERATOR_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
-                *pyxis_env],
+                *pyxis_env, *_health_check_env(cluster)],
         "ports": [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}],
         "securityContext": worker_security_context(node_set),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster, node_set.sub_mounts) + local_mounts + [

@@ -18,7 +18,10 @@ from tests.unit.test_crd import _as_json_schema, _schema
 CHARTS = ROOT / "charts"
 CHART_NAMES = ["slurm-operator", "slurm-cluster", "slurm-cluster-storage"]
 VALUE_VARIANTS = {
-    "slurm-operator": [[], ["--set", "watchNamespaces={a,b}"], ["--set", "crds.enabled=false"]],
+    "slurm-operator": [[], ["--set", "watchNamespaces={a,b}"], ["--set", "crds.enabled=false"],
+                       ["--set", "admissionPolicy.enabled=false"],
+                       ["--set", "admissionPolicy.imageRegistries={registry.example.com:5000/hpc,localhost}",
+                        "--set", "admissionPolicy.programPaths={/opt/site/bin}"]],
     "slurm-cluster": [[], ["-f", str(CHARTS / "slurm-cluster" / "examples" / "gpu-pyxis.yaml")]],
     "slurm-cluster-storage": [[], ["--set", "controllerSpool.enabled=true", "--set", "subMounts[0].name=scratch",
                                    "--set", "subMounts[0].size=1Ti"],
@@ -94,6 +97,11 @@ def test_chart_versions_follow_the_package():
     ("slurm-cluster", ["--set", "nameOverride=Bad_Name"], "nameOverride"),
     ("slurm-operator", ["--set", "image.pullPolicy=Sometimes"], "image.pullPolicy"),
     ("slurm-operator", ["--set", "metrics.auth=open"], "metrics.auth"),
+    *[("slurm-operator", ["--set", f"admissionPolicy.{key}={{{value}}}"], f"admissionPolicy.{key}")
+      for key, value in (("jailHostPaths", "srv/jails"), ("jailHostPaths", "/srv/../etc"), ("pluginPaths", "/opt/"),
+                         ("programPaths", "/opt/it's"), ("imageRegistries", "https://registry.example.com"),
+                         ("imageRegistries", "Registry.example.com/x/"))],
+    ("slurm-operator", ["--set", "referencedSecretLabel.key=a b"], "referencedSecretLabel.key"),
     ("slurm-cluster-storage", ["--set", "jail.size=lots"], "jail.size"),
     ("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true"], "needs jail.persistentVolume.nfs"),
     *[("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true", "--set",
@@ -121,6 +129,20 @@ def test_operator_rbac_is_namespaced_and_minimal(tools):
     deploy = [d for d in docs if d["kind"] == "Deployment"][0]
     assert deploy["spec"]["strategy"]["type"] == "Recreate"
     assert "--namespace=a" in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_admission_policy_binds_the_watched_namespaces_and_can_be_left_out(tools):
+    docs = {d["kind"]: d for d in render(tools, "slurm-operator", "--set", "watchNamespaces={a,b}")}
+    binding = docs["ValidatingAdmissionPolicyBinding"]
+    assert binding["spec"]["policyName"] == docs["ValidatingAdmissionPolicy"]["metadata"]["name"] == \
+        "demo-slurm-operator-hpc"
+    assert binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"] == [
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["a", "b"]}]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    kinds = {d["kind"] for d in render(tools, "slurm-operator", "--set", "admissionPolicy.enabled=false")}
+    assert not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+    env = {e["name"]: e["value"] for e in docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["SOPERATOR_SECRET_LABEL"] == "slurm.soperator.dev/usable-by-clusters=true"
 
 
 def test_jail_claim_is_kept_on_uninstall(tools):

@@ -207,9 +207,46 @@ def test_a_key_secret_someone_else_made_first_is_not_trusted(kube, kubectl, crd_
     assert any(e["reason"] == "SecretNotOurs" and e["involvedObject"]["name"] == "c10" for e in events)
 
     _create(kubectl, namespace, "c10", secrets={"mungeKey": "c10-munge-key"})
+    kubectl("-n", namespace, "label", "secret", "c10-munge-key", "slurm.soperator.dev/usable-by-clusters=true")
     result = reconcile(kube, _body(kube, namespace, "c10"))
     assert [c for c in result.conditions if c.type == "SecretsReady"][0].ok
     assert kube.get("v1", "Secret", namespace, "c10-munge-key")["data"] == planted["data"]
+
+
+def test_a_named_secret_is_used_only_with_the_admins_label(kube, kubectl, crd_installed, namespace, monkeypatch):
+    """Writing a SlurmCluster must not be a way to read any Secret of the namespace: one the spec names
+    (keys, pull secrets, enroot credentials, a database password) is used only if the admin labelled it
+    for Slurm clusters. Else: a condition and an event naming the field, and nothing made."""
+    for name in ("site-munge", "site-pull", "site-db"):
+        kubectl("-n", namespace, "create", "secret", "generic", name, "--from-literal=password=x",
+                "--from-literal=munge.key=" + "k" * 64)
+    spec = {"secrets": {"mungeKey": "site-munge"}, "images": {"pullSecrets": ["site-pull"]},
+            "accounting": {"enabled": True, "external": {"host": "db.example", "passwordSecret": "site-db"}}}
+    _create(kubectl, namespace, "c11", **spec)
+    expected = [("spec.secrets.mungeKey", "site-munge"), ("spec.accounting.external.passwordSecret", "site-db"),
+                ("spec.images.pullSecrets[0]", "site-pull")]
+    for field, name in expected:
+        result = reconcile(kube, _body(kube, namespace, "c11"))
+        assert result.phase == "Error"
+        cond = [c for c in result.conditions if c.type == "SecretsReady"][0]
+        assert cond.reason == "SecretNotLabelled", cond
+        assert cond.message.startswith(f"{field}: Secret {namespace}/{name} does not carry the label "
+                                        "slurm.soperator.dev/usable-by-clusters=true"), cond.message
+        for kind, api in (("Secret", "v1"), ("ConfigMap", "v1"), ("StatefulSet", "apps/v1"), ("Job", "batch/v1")):
+            assert _names(kube, namespace, kind, api) == [], kind
+        kubectl("-n", namespace, "label", "secret", name, "slurm.soperator.dev/usable-by-clusters=true")
+    events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "SecretNotLabelled" and e["involvedObject"]["name"] == "c11" for e in events)
+    result = reconcile(kube, _body(kube, namespace, "c11"))
+    assert [c for c in result.conditions if c.type == "SecretsReady"][0].ok
+
+    # The admin's own label (the operator chart's referencedSecretLabel); a missing pull secret is named.
+    monkeypatch.setenv("SOPERATOR_SECRET_LABEL", "example.com/slurm=yes")
+    cond = [c for c in reconcile(kube, _body(kube, namespace, "c11")).conditions if c.type == "SecretsReady"][0]
+    assert cond.reason == "SecretNotLabelled" and "example.com/slurm=yes" in cond.message
+    _create(kubectl, namespace, "c11", images={"pullSecrets": ["nowhere"]})
+    cond = [c for c in reconcile(kube, _body(kube, namespace, "c11")).conditions if c.type == "SecretsReady"][0]
+    assert cond.reason == "SecretNotFound" and cond.message.startswith("spec.images.pullSecrets[0]: Secret ")
 
 
 def test_overwrite_of_a_live_cluster_holds_its_nodes_and_of_a_new_one_does_not(kube, kubectl, crd_installed,

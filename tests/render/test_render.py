@@ -412,3 +412,18 @@ def test_no_node_container_keeps_its_termination_message_where_the_jail_sees_it(
         path = pod["containers"][0]["terminationMessagePath"]
         assert path == "/run/termination-log"
         assert not any(path == b or path.startswith(b + "/") for b in bound), path
+
+
+def test_the_health_check_program_is_a_jail_path_run_through_the_node_wrapper(keys):
+    """slurmd runs HealthCheckProgram as root on the node's root: it is soperator's wrapper, which runs
+    the spec's program in the jail (soperator/node/health_check.py); the pod names that program."""
+    cluster = make_cluster(uid=UID, healthCheck={"program": "/usr/sbin/nhc", "interval": 300})
+    conf = slurm_files(cluster)["slurm.conf"]
+    assert "HealthCheckProgram=/opt/soperator/bin/health-check\n" in conf
+    assert "HealthCheckProgram=/usr/sbin/nhc" not in conf
+    worker = _by_kind_name(render_all(cluster, keys))[("StatefulSet", "demo-worker")]
+    env = worker["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "SOPERATOR_HEALTH_CHECK_PROGRAM", "value": "/usr/sbin/nhc"} in env
+    plain = _by_kind_name(render_all(make_cluster(uid=UID), keys))[("StatefulSet", "demo-worker")]
+    assert "HealthCheck" not in slurm_files(make_cluster(uid=UID))["slurm.conf"]
+    assert not [e for e in plain["spec"]["template"]["spec"]["containers"][0]["env"] if "HEALTH" in e["name"]]

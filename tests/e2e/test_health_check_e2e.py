@@ -1,0 +1,64 @@
+"""spec.healthCheck on real slurmctld and slurmd containers: the program is a path in the jail, run
+there by slurmd's HealthCheckProgram as root confined as a job step (not on the node's root), and it
+can do what a site's health check does: drain its node with a reason."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from images.podman import podman
+from tests.support.e2e_cluster import running
+from tests.support.wait import until
+
+pytestmark = pytest.mark.e2e
+CAP_SYS_ADMIN = 21
+# A site's check, as NHC would be: it reports where it runs, and drains its node while the jail has
+# /etc/site-unhealthy. /opt/soperator/soperator_node is on the node images only, never in the jail.
+SITE_HEALTH = """#!/bin/sh
+{ head -n1 /etc/soperator-jail-release
+  test -e /opt/soperator/soperator_node && echo node-root || echo jail-root
+  grep CapBnd /proc/self/status
+  id -u
+  echo "$SLURMD_NODENAME"; } > /var/tmp/health.$$ && mv /var/tmp/health.$$ /var/tmp/health-report
+if [ -e /etc/site-unhealthy ]; then
+  scontrol update nodename="$SLURMD_NODENAME" state=drain reason="site-health: $(cat /etc/site-unhealthy)"
+fi
+"""
+
+
+@pytest.fixture
+def cluster(images, tmp_path):
+    yield from running(tmp_path, nodeSets=[{"name": "worker", "replicas": 1}],
+                       healthCheck={"program": "/usr/local/sbin/site-health", "interval": 5})
+
+
+def test_the_health_check_runs_in_the_jail_and_can_drain_its_node(cluster):
+    assert cluster.populate("first")["action"] == "populated"
+    program = cluster.jail / "usr" / "local" / "sbin" / "site-health"
+    program.parent.mkdir(parents=True, exist_ok=True)
+    program.write_text(SITE_HEALTH)
+    program.chmod(0o755)
+    cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
+    cluster.start("e2e-worker-0", cluster.pod("StatefulSet", "e2e-worker"))
+
+    def ctl(*argv: str) -> str:
+        return podman("exec", "e2e-controller-0", *argv, check=False).stdout
+
+    report = cluster.jail / "var" / "tmp" / "health-report"
+    until(report.exists, 120, "the health check to run")
+    release, where, caps, uid, node = report.read_text().splitlines()
+    assert release.startswith("soperator jail") and where == "jail-root", report.read_text()
+    assert not int(caps.split()[1], 16) & (1 << CAP_SYS_ADMIN), caps
+    assert (uid, node) == ("0", "e2e-worker-0")
+    assert re.search(r"HealthCheckProgram\s+= /opt/soperator/bin/health-check\n", ctl("scontrol", "show", "config"))
+
+    (cluster.jail / "etc" / "site-unhealthy").write_text("disk")
+    until(lambda: "Reason=site-health: disk" in ctl("scontrol", "show", "node", "e2e-worker-0"), 60,
+          "the health check to drain its node")
+    assert "DRAIN" in ctl("sinfo", "-h", "-N", "-o", "%T", "-n", "e2e-worker-0").upper()
+    (cluster.jail / "etc" / "site-unhealthy").unlink()
+    ctl("scontrol", "update", "nodename=e2e-worker-0", "state=resume")
+    until(lambda: ctl("sinfo", "-h", "-N", "-o", "%t", "-n", "e2e-worker-0").strip() == "idle", 60, "idle again")
+    step = ctl("srun", "-N1", "--chdir=/tmp", "cat", "/etc/soperator-jail-release")
+    assert step.startswith("soperator jail")

@@ -1,0 +1,164 @@
+"""The slurm-operator chart's admission policy on the real apiserver: what a SlurmCluster writer may
+make the nodes run is held to the admin's lists (images, jail host paths, plugins, programs, the
+control plane), each refusal naming the field; the operator's own metadata writes still go through."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from tests.kube.test_helm_install import CHARTS, _helm
+from tests.support.wait import until
+
+pytestmark = pytest.mark.kube
+
+ADMIN = {"admissionPolicy": {"jailHostPaths": ["/srv/jails"], "pluginPaths": ["/opt/site/spank"],
+                             "programPaths": ["/opt/site/bin"]}}
+
+
+def _cluster(namespace: str, name: str = "hpc", **spec) -> dict:
+    return {"apiVersion": "slurm.soperator.dev/v1alpha1", "kind": "SlurmCluster",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+
+def _create(kubectl, body: dict, dry_run: bool = True):
+    args = ["create", "-f", "-"] + (["--dry-run=server"] if dry_run else [])
+    return kubectl(*args, input=json.dumps(body), check=False)
+
+
+def _install(control_plane, tools, namespace: str, tmp_path, values: dict, action: str = "install") -> None:
+    path = tmp_path / f"values-{action}.yaml"
+    # An operator image that is never there: these tests are about the apiserver alone, and no operator
+    # may act on the clusters they store.
+    path.write_text(yaml.safe_dump({"image": {"repository": "localhost/soperator/not-started"}, **values}))
+    _helm(control_plane, tools, action, "ops", str(CHARTS / "slurm-operator"), "-n", namespace,
+          "--set", "crds.enabled=false", "-f", str(path))
+
+
+def _refused(kubectl, body: dict) -> str:
+    proc = _create(kubectl, body)
+    assert proc.returncode != 0, f"accepted: {json.dumps(body['spec'])}"
+    return proc.stderr
+
+
+def _policy_in_force(kubectl, namespace: str, body: dict) -> None:
+    """The apiserver applies a new or changed policy a moment after it is stored."""
+    until(lambda: _create(kubectl, body).returncode != 0, 60, "the admission policy to refuse a spec")
+    name = f"ops-slurm-operator-{namespace}"
+    until(lambda: _checked(kubectl, name), 60, "the policy's expressions to be type-checked")
+    policy = json.loads(kubectl("get", "validatingadmissionpolicy", name, "-o", "json").stdout)
+    assert not policy["status"].get("typeChecking", {}).get("expressionWarnings"), policy["status"]
+
+
+def _checked(kubectl, name: str) -> bool:
+    policy = json.loads(kubectl("get", "validatingadmissionpolicy", name, "-o", "json").stdout)
+    return policy.get("status", {}).get("observedGeneration") == policy["metadata"]["generation"]
+
+
+def test_a_writer_is_held_to_the_admins_lists(control_plane, tools, kubectl, crd_installed, namespace, tmp_path):
+    _install(control_plane, tools, namespace, tmp_path, ADMIN)
+    try:
+        _policy_in_force(kubectl, namespace, _cluster(namespace, images={"registry": "evil.example.com/x"}))
+        # The defaults (the registry the operator image comes from, a PVC jail) pass.
+        assert _create(kubectl, _cluster(namespace)).returncode == 0
+        assert _create(kubectl, _cluster(namespace, images={"worker": "localhost/soperator/worker:2"})).returncode == 0
+
+        # Images: each field named, with what it held.
+        err = _refused(kubectl, _cluster(namespace, images={"registry": "evil.example.com/x"}))
+        assert "spec.images.registry (evil.example.com/x): not from a registry the cluster admin allows " \
+               "(localhost/soperator;" in err
+        err = _refused(kubectl, _cluster(namespace, images={"login": "localhost/soperator-evil/login:1"}))
+        assert "spec.images.login (localhost/soperator-evil/login:1)" in err  # a prefix is a whole path part
+        err = _refused(kubectl, _cluster(namespace, nodeSets=[{"name": "gpu", "image": "docker.io/x/w:1"}]))
+        assert "spec.nodeSets[gpu].image (docker.io/x/w:1)" in err
+
+        # The jail on the node's disk: only under the admin's directories.
+        for path in ("/var/lib/etcd", "/home", "/srv/jailsx", "/srv"):
+            err = _refused(kubectl, _cluster(namespace, jail={"volume": {"hostPath": path}}))
+            assert f"spec.jail.volume.hostPath ({path}): not under a node directory the cluster admin allows " \
+                   "for jails (/srv/jails;" in err
+        for path in ("/srv/jails", "/srv/jails/hpc"):
+            assert _create(kubectl, _cluster(namespace, jail={"volume": {"hostPath": path}})).returncode == 0
+
+        # The control plane: its taints tolerated, its label selected, or every taint tolerated.
+        for scheduling in ({"tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]},
+                           {"tolerations": [{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule",
+                                             "operator": "Exists"}]},
+                           {"tolerations": [{"operator": "Exists"}]},
+                           {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""}},
+                           {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                               "nodeSelectorTerms": [{"matchExpressions": [
+                                   {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}]}}}},
+                           {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                               {"weight": 1, "preference": {"matchExpressions": [
+                                   {"key": "node-role.kubernetes.io/master", "operator": "Exists"}]}}]}}}):
+            err = _refused(kubectl, _cluster(namespace, nodeSets=[{"name": "cpu", "scheduling": scheduling}]))
+            assert "spec.nodeSets[cpu].scheduling: tolerates or selects the control-plane nodes" in err, scheduling
+        err = _refused(kubectl, _cluster(namespace, controller={"scheduling": {
+            "tolerations": [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}]}}))
+        assert "spec.controller.scheduling: tolerates" in err
+        gpu_taint = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                     "nodeSelector": {"pool": "gpu"}}
+        assert _create(kubectl, _cluster(namespace, login={"scheduling": gpu_taint})).returncode == 0
+
+        # SPANK plugins go into every job step's root slurmstepd: from the admin's directories only.
+        for line in ("required /tmp/evil.so", "optional /opt/site/spank/../../../tmp/evil.so",
+                     "required /opt/site/spankx/a.so arg"):
+            err = _refused(kubectl, _cluster(namespace, plugStack={"custom": [line]}))
+            assert f"spec.plugStack.custom loads {line.split()[1]} into every job step as root" in err
+        assert _create(kubectl, _cluster(namespace, plugStack={
+            "custom": ["required /opt/site/spank/x11.so arg=1"]})).returncode == 0
+
+        # Programs slurmd and slurmctld run as root or SlurmUser, and where plugins load from.
+        for key, value in (("Prolog", "/tmp/p"), ("epilog", "/var/tmp/e"), ("RebootProgram", "/sbin/reboot"),
+                           ("ResumeProgram", "/opt/site/bin/../../../tmp/r"), ("PluginDir", "/tmp/plugins"),
+                           ("PluginDir", "/opt/site/spank:/tmp")):
+            err = _refused(kubectl, _cluster(namespace, slurmConfig={"extra": {key: value}}))
+            assert f"spec.slurmConfig.extra.{key} ({value}): Slurm runs or loads it as root on the nodes" in err
+        assert _create(kubectl, _cluster(namespace, slurmConfig={"extra": {
+            "Prolog": "/opt/site/bin/prolog.d/*", "PluginDir": "/opt/site/spank", "SchedulerParameters": "bf_continue",
+            "TaskProlog": "/home/shared/task-prolog"}})).returncode == 0
+
+        # Another namespace answers to another release's lists, not this one's.
+        assert _create(kubectl, _cluster("default", name="elsewhere", jail={"volume": {"hostPath": "/home"}})) \
+            .returncode == 0
+    finally:
+        _helm(control_plane, tools, "uninstall", "ops", "-n", namespace)
+
+
+def test_tightened_lists_bind_new_specs_not_the_operators_writes(control_plane, tools, kubectl, crd_installed,
+                                                                 namespace, tmp_path):
+    _install(control_plane, tools, namespace, tmp_path, ADMIN)
+    try:
+        _policy_in_force(kubectl, namespace, _cluster(namespace, images={"registry": "evil.example.com/x"}))
+        digest = "@sha256:" + "b" * 64
+        pinned = {c: f"localhost/soperator/{c.lower()}{digest}" for c in ("controller", "worker", "login", "populateJail")}
+        stored = _cluster(namespace, images=pinned, jail={"volume": {"hostPath": "/srv/jails/hpc"}})
+        assert _create(kubectl, stored, dry_run=False).returncode == 0
+
+        # The admin requires digests and stops allowing host-path jails.
+        _install(control_plane, tools, namespace, tmp_path, {"admissionPolicy": {"requireImageDigests": True}},
+                 action="upgrade")
+        _policy_in_force(kubectl, namespace, _cluster(namespace, name="other"))
+        err = _refused(kubectl, _cluster(namespace, name="other", images={
+            "controller": "localhost/soperator/controller@sha256:" + "a" * 64, "worker": "localhost/soperator/w:1"}))
+        assert "spec.images.worker, spec.images.login, spec.images.populateJail: the cluster admin requires " \
+               "every image by digest" in err
+        assert _create(kubectl, _cluster(namespace, name="other", images=pinned)).returncode == 0
+        err = _refused(kubectl, _cluster(namespace, name="other", images=pinned, accounting={"enabled": True}))
+        assert "spec.images.database: the cluster admin requires every image by digest" in err
+
+        # The stored cluster's metadata may still change (the operator's finalizer and annotations)…
+        kubectl("-n", namespace, "annotate", "slurmcluster", "hpc", "kopf.zalando.org/touched=yes")
+        kubectl("-n", namespace, "patch", "slurmcluster", "hpc", "--type=merge", "-p",
+                '{"metadata": {"finalizers": ["slurm.soperator.dev/test"]}}')
+        # …but a spec change is held to today's lists.
+        proc = kubectl("-n", namespace, "patch", "slurmcluster", "hpc", "--type=merge", "-p",
+                       '{"spec": {"maintenance": true}}', check=False)
+        assert proc.returncode != 0 and "spec.jail.volume.hostPath (/srv/jails/hpc)" in proc.stderr
+        kubectl("-n", namespace, "patch", "slurmcluster", "hpc", "--type=merge", "-p",
+                '{"metadata": {"finalizers": null}}')
+    finally:
+        kubectl("-n", namespace, "delete", "slurmcluster", "--all", "--wait=false", check=False)
+        _helm(control_plane, tools, "uninstall", "ops", "-n", namespace)
