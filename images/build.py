@@ -4,6 +4,8 @@ Order: a Debian base from debootstrap (no registry needed; the tarball is cached
 image (which also compiles Pyxis and enroot from images/vendor.py's pinned archives), then
 controller, worker, login, jail, populate-jail, the operator, and the accounting database. A build
 whose inputs did not change is skipped (a hash of the inputs and of its parents' is stored as an image label).
+Each image's Debian packages, name and exact version, are recorded per build under
+~/.cache/soperator/images/packages/<image>.txt (record_packages).
 `--only operator` builds one image and what it is built FROM.
 """
 from __future__ import annotations
@@ -40,6 +42,10 @@ IMAGES = {"node": ("common", ()), "controller": ("controller", ("node",)), "work
           "populate-jail": ("populate_jail", ("jail", "node")), "operator": ("operator", ()),
           "database": ("database", ("node",))}
 LABEL = "dev.soperator.inputs"
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+# Per image, the exact version of every Debian package it holds: the record of its build, since the
+# suites the images install from move on (soperator cannot pin a live suite).
+PACKAGES = CACHE / "images" / "packages"
 
 
 def image_ref(name: str) -> str:
@@ -56,8 +62,9 @@ def ensure_base(suite: str = SUITE) -> str:
             raise PodmanError("debootstrap not found: install it (see .ci/run)")
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
             rootfs = Path(tmp) / "rootfs"
-            subprocess.run(["debootstrap", "--variant=minbase", suite, str(rootfs),
-                            "http://deb.debian.org/debian"], check=True, capture_output=True)
+            # Every Release file checked against Debian's archive keys, or nothing is installed.
+            subprocess.run(["debootstrap", "--variant=minbase", f"--keyring={KEYRING}", "--force-check-gpg", suite,
+                            str(rootfs), "http://deb.debian.org/debian"], check=True, capture_output=True)
             tar.parent.mkdir(parents=True, exist_ok=True)
             # debootstrap leaves the ~120 MB of .debs it installed; every image would carry them.
             subprocess.run(["tar", "-C", str(rootfs), "--exclude=./var/cache/apt/archives/*.deb",
@@ -126,6 +133,24 @@ def _label(ref: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
+def record_packages(name: str, digest: str) -> Path:
+    """PACKAGES/<name>.txt: a header naming the image and its inputs, then `package=version` lines,
+    sorted. Written once per build (a cached image keeps its record)."""
+    ref, path = image_ref(name), PACKAGES / f"{name}.txt"
+    header = f"# {ref} inputs={digest}\n"
+    if path.exists() and path.read_text().startswith(header):
+        return path
+    listed = podman("run", "--rm", "--network=none", "--entrypoint", "dpkg-query", ref, "-W", "-f",
+                    "${db:Status-Abbrev}|${binary:Package}=${Version}\n").stdout
+    # Only what is installed ("ii"), not packages removed with their config files left ("rc").
+    lines = sorted(line.split("|", 1)[1] for line in listed.splitlines() if line.startswith("ii"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(".part")
+    part.write_text(header + "".join(f"{line}\n" for line in lines))
+    part.replace(path)
+    return path
+
+
 def _wanted(only: list[str] | None) -> list[str]:
     if not only:
         return list(IMAGES)
@@ -166,6 +191,7 @@ def build_all(force: bool = False, only: list[str] | None = None,
                 podman("build", "--layers", "--label", f"{LABEL}={digest}", "-t", ref, "-f",
                        str(ctx / "Containerfile"), str(ctx))
                 timings[name] = round(time.monotonic() - started, 1)
+            record_packages(name, digest)
         finally:
             shutil.rmtree(ctx, ignore_errors=True)
     return timings

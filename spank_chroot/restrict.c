@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #define NATIVE_ARCH AUDIT_ARCH_X86_64
@@ -131,6 +132,26 @@ int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen)
     return refuse_risky_interfaces(err, errlen);
 }
 
+/* Root's exec takes its permitted set from the inheritable set as well as the bounding set (the
+ * kernel treats root's program as holding every file capability), and the ambient set survives any
+ * exec: both are trimmed too, or a runtime that leaves them full would hand root its powers back. */
+static int trim_inheritable_and_ambient(char *err, size_t errlen)
+{
+    struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+
+    if (syscall(SYS_capget, &header, data) != 0)
+        return soperator_fail(err, errlen, "capget: %s", strerror(errno));
+    for (int cap = 0; cap < 32 * _LINUX_CAPABILITY_U32S_3; cap++)
+        if (!kept(cap))
+            data[cap / 32].inheritable &= ~(1U << (cap % 32));
+    if (syscall(SYS_capset, &header, data) != 0)
+        return soperator_fail(err, errlen, "capset (inheritable set): %s", strerror(errno));
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+        return soperator_fail(err, errlen, "clear the ambient capabilities: %s", strerror(errno));
+    return 0;
+}
+
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen)
 {
     /* The bounding set caps what any exec'd program, root's included, can hold. */
@@ -138,5 +159,7 @@ int soperator_restrict_task(int allow_userns, char *err, size_t errlen)
         if (!kept(cap) && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0)
             return soperator_fail(err, errlen, "drop capability %d from the bounding set: %s", cap, strerror(errno));
     }
+    if (trim_inheritable_and_ambient(err, errlen) != 0)
+        return -1;
     return soperator_restrict_sessions(allow_userns, err, errlen);
 }

@@ -17,12 +17,15 @@ from tests.unit.test_crd import _as_json_schema, _schema
 
 CHARTS = ROOT / "charts"
 CHART_NAMES = ["slurm-operator", "slurm-cluster", "slurm-cluster-storage"]
+DIGEST = "sha256:" + "0" * 64
 VALUE_VARIANTS = {
     "slurm-operator": [[], ["--set", "watchNamespaces={a,b}"], ["--set", "crds.enabled=false"],
-                       ["--set", "admissionPolicy.enabled=false"],
+                       ["--set", "admissionPolicy.enabled=false"], ["--set", f"image.digest={DIGEST}"],
                        ["--set", "admissionPolicy.imageRegistries={registry.example.com:5000/hpc,localhost}",
                         "--set", "admissionPolicy.programPaths={/opt/site/bin}"]],
-    "slurm-cluster": [[], ["-f", str(CHARTS / "slurm-cluster" / "examples" / "gpu-pyxis.yaml")]],
+    "slurm-cluster": [[], ["-f", str(CHARTS / "slurm-cluster" / "examples" / "gpu-pyxis.yaml")],
+                      [x for c in ("controller", "worker", "login", "populateJail")
+                       for x in ("--set", f"spec.images.{c}=registry.example.com/hpc/{c.lower()}@{DIGEST}")]],
     "slurm-cluster-storage": [[], ["--set", "controllerSpool.enabled=true", "--set", "subMounts[0].name=scratch",
                                    "--set", "subMounts[0].size=1Ti"],
                               ["--set", "jail.persistentVolume.enabled=true", "--set",
@@ -97,6 +100,7 @@ def test_chart_versions_follow_the_package():
     ("slurm-cluster", ["--set", "nameOverride=Bad_Name"], "nameOverride"),
     ("slurm-operator", ["--set", "image.pullPolicy=Sometimes"], "image.pullPolicy"),
     ("slurm-operator", ["--set", "metrics.auth=open"], "metrics.auth"),
+    ("slurm-operator", ["--set", "image.digest=sha256:0123"], "image.digest"),
     *[("slurm-operator", ["--set", f"admissionPolicy.{key}={{{value}}}"], f"admissionPolicy.{key}")
       for key, value in (("jailHostPaths", "srv/jails"), ("jailHostPaths", "/srv/../etc"), ("pluginPaths", "/opt/"),
                          ("programPaths", "/opt/it's"), ("imageRegistries", "https://registry.example.com"),
@@ -143,6 +147,16 @@ def test_admission_policy_binds_the_watched_namespaces_and_can_be_left_out(tools
     assert not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     env = {e["name"]: e["value"] for e in docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SOPERATOR_SECRET_LABEL"] == "slurm.soperator.dev/usable-by-clusters=true"
+
+
+def test_images_by_digest(tools):
+    """A digest pins what runs: no push to a tag changes it (security review #7)."""
+    deploy = [d for d in render(tools, "slurm-operator", "--set", f"image.digest={DIGEST}")
+              if d["kind"] == "Deployment"][0]
+    assert deploy["spec"]["template"]["spec"]["containers"][0]["image"] == f"localhost/soperator/operator@{DIGEST}"
+    pinned = [x for c in ("controller", "worker") for x in ("--set", f"spec.images.{c}=r.example.com/{c}@{DIGEST}")]
+    cluster = [d for d in render(tools, "slurm-cluster", *pinned) if d["kind"] == "SlurmCluster"][0]
+    assert cluster["spec"]["images"]["worker"] == f"r.example.com/worker@{DIGEST}"
 
 
 def test_jail_claim_is_kept_on_uninstall(tools):

@@ -18,7 +18,7 @@ CAP_SYS_ADMIN = 21
 SITE_HEALTH = """#!/bin/sh
 { head -n1 /etc/soperator-jail-release
   test -e /opt/soperator/soperator_node && echo node-root || echo jail-root
-  grep CapBnd /proc/self/status
+  grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status | tr '\\n' ' '; echo
   id -u
   echo "$SLURMD_NODENAME"; } > /var/tmp/health.$$ && mv /var/tmp/health.$$ /var/tmp/health-report
 if [ -e /etc/site-unhealthy ]; then
@@ -47,9 +47,12 @@ def test_the_health_check_runs_in_the_jail_and_can_drain_its_node(cluster):
 
     report = cluster.jail / "var" / "tmp" / "health-report"
     until(report.exists, 120, "the health check to run")
-    release, where, caps, uid, node = report.read_text().splitlines()
+    release, where, status, uid, node = report.read_text().splitlines()
     assert release.startswith("soperator jail") and where == "jail-root", report.read_text()
-    assert not int(caps.split()[1], 16) & (1 << CAP_SYS_ADMIN), caps
+    fields = dict(zip(status.split()[::2], status.split()[1::2]))
+    for name in ("CapPrm:", "CapEff:", "CapBnd:"):  # root, confined as a job step's task
+        assert not int(fields[name], 16) & (1 << CAP_SYS_ADMIN), status
+    assert fields["NoNewPrivs:"] == "1" and fields["Seccomp:"] == "2", status
     assert (uid, node) == ("0", "e2e-worker-0")
     assert re.search(r"HealthCheckProgram\s+= /opt/soperator/bin/health-check\n", ctl("scontrol", "show", "config"))
 

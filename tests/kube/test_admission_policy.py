@@ -60,8 +60,13 @@ def test_a_writer_is_held_to_the_admins_lists(control_plane, tools, kubectl, crd
     _install(control_plane, tools, namespace, tmp_path, ADMIN)
     try:
         _policy_in_force(kubectl, namespace, _cluster(namespace, images={"registry": "evil.example.com/x"}))
-        # The defaults (the registry the operator image comes from, a PVC jail) pass.
-        assert _create(kubectl, _cluster(namespace)).returncode == 0
+        # The defaults (the registry the operator image comes from, a PVC jail) pass, and so do node
+        # sets and components that leave out what the policy reads (no rule may fail on an absent field).
+        for spec in ({}, {"nodeSets": [{"name": "gpu"}, {"name": "cpu", "scheduling": {}}]},
+                     {"controller": {}, "login": {"scheduling": {"nodeSelector": {"pool": "login"}}},
+                      "slurmConfig": {}, "plugStack": {}, "jail": {"volume": {}}}):
+            proc = _create(kubectl, _cluster(namespace, **spec))
+            assert proc.returncode == 0, (spec, proc.stderr)
         assert _create(kubectl, _cluster(namespace, images={"worker": "localhost/soperator/worker:2"})).returncode == 0
 
         # Images: each field named, with what it held.
@@ -86,6 +91,8 @@ def test_a_writer_is_held_to_the_admins_lists(control_plane, tools, kubectl, crd
                            {"tolerations": [{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule",
                                              "operator": "Exists"}]},
                            {"tolerations": [{"operator": "Exists"}]},
+                           {"tolerations": [{"key": "node-role.kubernetes.io/etcd", "operator": "Equal",
+                                             "value": "true", "effect": "NoExecute"}]},
                            {"nodeSelector": {"node-role.kubernetes.io/control-plane": ""}},
                            {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                                "nodeSelectorTerms": [{"matchExpressions": [
@@ -104,7 +111,7 @@ def test_a_writer_is_held_to_the_admins_lists(control_plane, tools, kubectl, crd
 
         # SPANK plugins go into every job step's root slurmstepd: from the admin's directories only.
         for line in ("required /tmp/evil.so", "optional /opt/site/spank/../../../tmp/evil.so",
-                     "required /opt/site/spankx/a.so arg"):
+                     "required /opt/site/spankx/a.so arg", "required /opt/site/spank/.hidden/a.so"):
             err = _refused(kubectl, _cluster(namespace, plugStack={"custom": [line]}))
             assert f"spec.plugStack.custom loads {line.split()[1]} into every job step as root" in err
         assert _create(kubectl, _cluster(namespace, plugStack={
@@ -113,12 +120,18 @@ def test_a_writer_is_held_to_the_admins_lists(control_plane, tools, kubectl, crd
         # Programs slurmd and slurmctld run as root or SlurmUser, and where plugins load from.
         for key, value in (("Prolog", "/tmp/p"), ("epilog", "/var/tmp/e"), ("RebootProgram", "/sbin/reboot"),
                            ("ResumeProgram", "/opt/site/bin/../../../tmp/r"), ("PluginDir", "/tmp/plugins"),
-                           ("PluginDir", "/opt/site/spank:/tmp")):
+                           ("PluginDir", "/opt/site/spank:/tmp"), ("SlurmctldPrimaryOnProg", "/mnt/jail/tmp/x"),
+                           # glob(3) expands Slurm's Prolog, and '.*' matches '..'
+                           ("Prolog", "/opt/site/bin/.*/.*/.*/mnt/jail/tmp/p"), ("Epilog", "/opt/site/bin/e*")):
             err = _refused(kubectl, _cluster(namespace, slurmConfig={"extra": {key: value}}))
             assert f"spec.slurmConfig.extra.{key} ({value}): Slurm runs or loads it as root on the nodes" in err
+        script = {"JobCompType": "jobcomp/script", "JobCompLoc": "/mnt/jail/home/alice/x"}
+        err = _refused(kubectl, _cluster(namespace, slurmConfig={"extra": script}))
+        assert "spec.slurmConfig.extra.JobCompLoc (/mnt/jail/home/alice/x): Slurm runs or loads it" in err
         assert _create(kubectl, _cluster(namespace, slurmConfig={"extra": {
             "Prolog": "/opt/site/bin/prolog.d/*", "PluginDir": "/opt/site/spank", "SchedulerParameters": "bf_continue",
-            "TaskProlog": "/home/shared/task-prolog"}})).returncode == 0
+            "TaskProlog": "/home/shared/task-prolog", "JobCompType": "jobcomp/filetxt",
+            "JobCompLoc": "/var/log/slurm/jobcomp.txt"}})).returncode == 0
 
         # Another namespace answers to another release's lists, not this one's.
         assert _create(kubectl, _cluster("default", name="elsewhere", jail={"volume": {"hostPath": "/home"}})) \

@@ -217,14 +217,17 @@ def test_a_named_secret_is_used_only_with_the_admins_label(kube, kubectl, crd_in
     """Writing a SlurmCluster must not be a way to read any Secret of the namespace: one the spec names
     (keys, pull secrets, enroot credentials, a database password) is used only if the admin labelled it
     for Slurm clusters. Else: a condition and an event naming the field, and nothing made."""
-    for name in ("site-munge", "site-pull", "site-db"):
+    for name in ("site-munge", "site-jwt", "site-pull", "site-db", "site-enroot"):
         kubectl("-n", namespace, "create", "secret", "generic", name, "--from-literal=password=x",
                 "--from-literal=munge.key=" + "k" * 64)
-    spec = {"secrets": {"mungeKey": "site-munge"}, "images": {"pullSecrets": ["site-pull"]},
-            "accounting": {"enabled": True, "external": {"host": "db.example", "passwordSecret": "site-db"}}}
+    spec = {"secrets": {"mungeKey": "site-munge", "jwtKey": "site-jwt"}, "images": {"pullSecrets": ["site-pull"]},
+            "accounting": {"enabled": True, "external": {"host": "db.example", "passwordSecret": "site-db"}},
+            "nodeSets": [{"name": "cpu"}, {"name": "gpu", "pyxis": {"enabled": True,
+                                                                  "registryCredentialsSecret": "site-enroot"}}]}
     _create(kubectl, namespace, "c11", **spec)
-    expected = [("spec.secrets.mungeKey", "site-munge"), ("spec.accounting.external.passwordSecret", "site-db"),
-                ("spec.images.pullSecrets[0]", "site-pull")]
+    expected = [("spec.secrets.mungeKey", "site-munge"), ("spec.secrets.jwtKey", "site-jwt"),
+                ("spec.accounting.external.passwordSecret", "site-db"), ("spec.images.pullSecrets[0]", "site-pull"),
+                ("spec.nodeSets[1].pyxis.registryCredentialsSecret", "site-enroot")]
     for field, name in expected:
         result = reconcile(kube, _body(kube, namespace, "c11"))
         assert result.phase == "Error"
@@ -239,6 +242,16 @@ def test_a_named_secret_is_used_only_with_the_admins_label(kube, kubectl, crd_in
     assert any(e["reason"] == "SecretNotLabelled" and e["involvedObject"]["name"] == "c11" for e in events)
     result = reconcile(kube, _body(kube, namespace, "c11"))
     assert [c for c in result.conditions if c.type == "SecretsReady"][0].ok
+
+    # A Secret soperator made for another cluster is that cluster's, not this one's: it needs the label.
+    other = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "other-munge", "namespace": namespace,
+             "ownerReferences": [{"apiVersion": API, "kind": "SlurmCluster", "name": "other",
+                                  "uid": "00000000-0000-0000-0000-000000000001"}]},
+             "data": {"munge.key": base64.b64encode(b"k" * 64).decode()}}
+    kubectl("apply", "-f", "-", input=json.dumps(other))
+    _create(kubectl, namespace, "c11", **{**spec, "secrets": {"mungeKey": "other-munge", "jwtKey": "site-jwt"}})
+    cond = [c for c in reconcile(kube, _body(kube, namespace, "c11")).conditions if c.type == "SecretsReady"][0]
+    assert cond.reason == "SecretNotLabelled" and cond.message.startswith("spec.secrets.mungeKey: Secret "), cond
 
     # The admin's own label (the operator chart's referencedSecretLabel); a missing pull secret is named.
     monkeypatch.setenv("SOPERATOR_SECRET_LABEL", "example.com/slurm=yes")

@@ -18,7 +18,7 @@ CAP_SYS_ADMIN = 21
 PROGRAM = """#!/bin/sh
 cat /jail-marker
 test -e {host_only} && echo host-visible || echo host-hidden
-grep CapBnd /proc/self/status
+grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status | tr '\\n' ' '; echo
 echo "node=$SLURMD_NODENAME healthy=$SLURM_NODE_IS_HEALTHY python=${{PYTHONPATH:-unset}} path=$PATH"
 """
 
@@ -49,9 +49,12 @@ def test_the_program_runs_in_the_jail_without_node_privileges(tmp_path):
     code, out = _run(str(jail), str(program_file), {"SLURMD_NODENAME": "w-0", "SLURM_NODE_IS_HEALTHY": "yes",
                                                     "PYTHONPATH": "/opt/soperator"})
     assert code == 0, out
-    marker, seen, caps, passed = out.strip().splitlines()
+    marker, seen, status, passed = out.strip().splitlines()
     assert (marker, seen) == (MARKER, "host-hidden")
-    assert not int(caps.split()[1], 16) & (1 << CAP_SYS_ADMIN), caps  # root, but as a job step's task
+    fields = dict(zip(status.split()[::2], status.split()[1::2]))
+    for name in ("CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"):  # root, but as a job step's task
+        assert not int(fields[name], 16) & (1 << CAP_SYS_ADMIN), status
+    assert fields["NoNewPrivs:"] == "1" and fields["Seccomp:"] == "2", status  # the seccomp filters hold
     assert passed == f"node=w-0 healthy=yes python=unset path={health_check.PATH}"
 
 

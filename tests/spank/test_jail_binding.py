@@ -408,3 +408,36 @@ def test_a_missing_parent_or_a_bad_line_refuses_the_step(tmp_path):
     rc, err = _user_dirs(tmp_path, 1002, "relative/%u\n")
     assert rc == -1 and "'relative/%u' is not an absolute path with one %u" in err
     assert _user_dirs(tmp_path, 1002, "") == (0, "") and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_root_gets_no_power_back_from_a_full_inheritable_set():
+    """Root's exec takes its permitted set from the inheritable set as well as the bounding set: a
+    runtime that leaves SYS_ADMIN inheritable would hand it back to root's task after the bounding
+    set lost it. The restricted task trims the inheritable and ambient sets too."""
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    def child(out):
+        libc = ctypes.CDLL(None, use_errno=True)
+        header, data = Header(0x20080522, 0), (Data * 2)()  # _LINUX_CAPABILITY_VERSION_3
+        assert libc.capget(ctypes.byref(header), data) == 0
+        for word in data:
+            word.inheritable = word.permitted
+        assert libc.capset(ctypes.byref(header), data) == 0
+        if lib.soperator_restrict_task(0, _err(), 512) != 0:
+            return 3
+        shown = subprocess.run(["grep", "^Cap", "/proc/self/status"], capture_output=True, text=True).stdout
+        os.write(out, shown.encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0, data
+    caps = {line.split(":")[0]: int(line.split()[1], 16) for line in data.decode().splitlines()}
+    for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert not caps[name] & (1 << 21), (name, data)  # CAP_SYS_ADMIN
+    assert caps["CapEff"] == caps["CapBnd"] and caps["CapEff"] != 0  # root keeps the small allowlist
