@@ -32,10 +32,12 @@ CDEF = """
 int soperator_decide(int remote, uint32_t step_id, int argc, const char *const *argv, char *err,
                      size_t errlen);
 int soperator_check_jail(const char *jail, char *err, size_t errlen);
+int soperator_mask_proc(const char *proc, char *err, size_t errlen);
 int soperator_enter_jail(const char *jail, char *err, size_t errlen);
 int soperator_allows_userns(int argc, const char *const *argv);
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
 int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen);
+int soperator_limit_session_capabilities(char *err, size_t errlen);
 int soperator_read_user_dirs(const char *file, char *buf, size_t buflen, char *err, size_t errlen);
 int soperator_user_dir_template_ok(const char *line);
 int soperator_user_dir(const char *path, uint32_t uid, uint32_t gid, char *err, size_t errlen);
@@ -43,7 +45,7 @@ int soperator_user_dirs(const char *list, uint32_t uid, uint32_t gid, char *err,
 """
 # The C files with no Slurm symbols (all but plugin.c): the binding, and the plain library the login
 # node loads.
-SOURCES = ("fail.c", "jail.c", "restrict.c", "user_dirs.c")
+SOURCES = ("fail.c", "jail.c", "proc_mask.c", "restrict.c", "user_dirs.c")
 
 
 def binding_ffi() -> FFI:

@@ -95,5 +95,5 @@ int soperator_enter_jail(const char *jail, char *err, size_t errlen)
     /* hidepid=2: a user sees only their own processes, not other users' jobs and arguments. */
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") != 0)
         return soperator_fail(err, errlen, "mount /proc in jail: %s", strerror(errno));
-    return 0;
+    return soperator_mask_proc("/proc", err, errlen);
 }

@@ -35,6 +35,11 @@ int soperator_check_jail(const char *jail, char *err, size_t errlen);
  * callers must fail the step, never carry on. */
 int soperator_enter_jail(const char *jail, char *err, size_t errlen);
 
+/* On the fresh procfs at `proc`, what a container runtime does on its own: /proc/sys, /proc/sysrq-trigger
+ * and a few more read-only, /proc/kcore and the like hidden (proc_mask.c). Returns 0, or -1 with the
+ * reason in err (the caller must then fail: the procfs is half-masked). */
+int soperator_mask_proc(const char *proc, char *err, size_t errlen);
+
 /* Whether the plugin arguments carry SOPERATOR_OPT_ALLOW_USERNS. */
 int soperator_allows_userns(int argc, const char *const *argv);
 
@@ -42,6 +47,12 @@ int soperator_allows_userns(int argc, const char *const *argv);
  * allowlist (no CAP_SYS_ADMIN, even for root), set no_new_privs and, unless allow_userns, a seccomp
  * filter that refuses creating user namespaces. Returns 0, or -1 with the reason in err. */
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
+
+/* For sshd on a login node, before it starts (it inherits this from the entrypoint, which keeps its own
+ * effective capabilities): the tasks' bounding set plus CAP_SYS_CHROOT, which ChrootDirectory needs.
+ * So root's session, like root's job step, holds no CAP_SYS_ADMIN: no mount, no way around the masks
+ * on its procfs. Returns 0, or -1 with the reason in err. */
+int soperator_limit_session_capabilities(char *err, size_t errlen);
 
 /* The same without touching the bounding set, for a daemon that still needs its capabilities (sshd
  * on login nodes: every session it starts inherits no_new_privs and the filter).

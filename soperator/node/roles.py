@@ -116,13 +116,25 @@ def sticky_shm() -> None:
 
 
 def restrict_sessions() -> None:
-    """What job steps get from the SPANK plugin, for sshd and every session it starts: no_new_privs
-    and, unless the cluster allows them, no user namespaces (the same C code, restrict.c)."""
+    """What job steps get from the SPANK plugin, for sshd and every session it starts: the tasks'
+    capability bounding set (plus CAP_SYS_CHROOT for sshd's chroot), no_new_privs and, unless the
+    cluster allows them, no user namespaces (the same C code, restrict.c)."""
     allow = os.environ.get("SOPERATOR_ALLOW_USER_NAMESPACES") == "true"
     err = ctypes.create_string_buffer(512)
-    if ctypes.CDLL(JAIL_LIB).soperator_restrict_sessions(int(allow), err, len(err)) != 0:
+    lib = ctypes.CDLL(JAIL_LIB)
+    if lib.soperator_limit_session_capabilities(err, len(err)) != 0:
+        raise NodeError(f"cannot limit login sessions' capabilities: {err.value.decode()}")
+    if lib.soperator_restrict_sessions(int(allow), err, len(err)) != 0:
         raise NodeError(f"cannot restrict login sessions: {err.value.decode()}")
-    log("login sessions: no_new_privs" + ("" if allow else ", no user namespaces"))
+    log("login sessions: no CAP_SYS_ADMIN, no_new_privs" + ("" if allow else ", no user namespaces"))
+
+
+def mask_session_proc() -> None:
+    """The login sessions' own procfs gets the runtime's masks (read-only /proc/sys and the rest,
+    proc_mask.c), as job steps' does: root in the jail must not write kernel.core_pattern."""
+    err = ctypes.create_string_buffer(512)
+    if ctypes.CDLL(JAIL_LIB).soperator_mask_proc(f"{JAIL}/proc".encode(), err, len(err)) != 0:
+        raise NodeError(f"cannot mask the login sessions' /proc: {err.value.decode()}")
 
 
 def limit_user_processes() -> None:
@@ -250,7 +262,8 @@ def login(sup: Supervisor) -> None:
                                  conf_server], timeout=180, owner="slurm")
     log(f"nosuid,nodev: {', '.join(harden_jail(JAIL))}")
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
-    mount_private_proc(JAIL)
+    if mount_private_proc(JAIL):
+        mask_session_proc()
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     install_root_keys()
     limit_user_processes()

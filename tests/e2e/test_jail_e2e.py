@@ -64,6 +64,12 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
         # The session, like a job step, gains nothing by exec and creates no user namespace.
         assert _run(client, "grep NoNewPrivs /proc/self/status; unshare --user true 2>/dev/null && echo userns-created "
                             "|| echo userns-refused")[1].split() == ["NoNewPrivs:", "1", "userns-refused"]
+        # The session's own procfs keeps the runtime's masks: /proc/sys read-only (kernel.core_pattern).
+        proc_sys = _run(client, "grep ' /proc/sys ' /proc/self/mountinfo")[1].split()
+        assert proc_sys and proc_sys[5].split(",")[0] == "ro", proc_sys
+        # sshd, and so root's session, keeps CAP_SYS_CHROOT for the chroot and no CAP_SYS_ADMIN.
+        sshd = cluster.exec("e2e-login-0", "sh", "-c", "grep CapBnd /proc/$(pgrep -o sshd)/status").split()
+        assert not int(sshd[1], 16) >> 21 & 1 and int(sshd[1], 16) >> 18 & 1, sshd
         # A fork bomb stops at the spec's per-user process limit (the kernel counts alice's processes).
         assert _run(client, "ulimit -u")[1].strip() == str(MAX_USER_PROCESSES)
         code, out, err = _run(client, f"sh -c 'for i in $(seq {MAX_USER_PROCESSES + 20}); do sleep 5 & done' 2>&1; "
@@ -113,10 +119,13 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
     # Root's own job step, on an unprivileged worker: no CAP_SYS_ADMIN left (no mount), /sys read-only.
     root_step = podman("exec", "e2e-controller-0", "srun", "-N1", "-w", "e2e-worker-0", "sh", "-c",
                        "grep CapBnd /proc/self/status; mount -t tmpfs none /mnt 2>&1; touch /sys/kernel/x 2>&1; "
-                       "unshare --user true 2>&1; echo done", check=False).stdout
+                       "unshare --user true 2>&1; (echo '|/tmp/x' > /proc/sys/kernel/core_pattern) 2>&1 | "
+                       "sed 's/^/core-pattern: /'; echo done", check=False).stdout
     bounding = int(root_step.split()[1], 16)
     assert bounding >> 21 & 1 == 0 and root_step.rstrip().endswith("done"), root_step
     assert "permission denied" in root_step.lower() and "Read-only file system" in root_step, root_step
+    # Its procfs is its own, yet masked as the runtime masks it: core_pattern is not root's to set.
+    assert re.search(r"core-pattern: .*Read-only file system", root_step), root_step
 
     # The door is closed to what the spec does not open: no tunnel through a login shell, and root
     # (whose keys the spec does not list) is refused even with a key that works for alice.

@@ -244,9 +244,11 @@ def test_a_named_secret_is_used_only_with_the_admins_label(kube, kubectl, crd_in
     assert [c for c in result.conditions if c.type == "SecretsReady"][0].ok
 
     # A Secret soperator made for another cluster is that cluster's, not this one's: it needs the label.
+    # (Owned by a real SlurmCluster: the garbage collector deletes one whose owner does not exist.)
+    _create(kubectl, namespace, "other")
     other = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "other-munge", "namespace": namespace,
              "ownerReferences": [{"apiVersion": API, "kind": "SlurmCluster", "name": "other",
-                                  "uid": "00000000-0000-0000-0000-000000000001"}]},
+                                  "uid": _body(kube, namespace, "other")["metadata"]["uid"]}]},
              "data": {"munge.key": base64.b64encode(b"k" * 64).decode()}}
     kubectl("apply", "-f", "-", input=json.dumps(other))
     _create(kubectl, namespace, "c11", **{**spec, "secrets": {"mungeKey": "other-munge", "jwtKey": "site-jwt"}})

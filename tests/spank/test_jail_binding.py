@@ -92,6 +92,9 @@ def _bind_usr(jail: str) -> None:
     assert libc.unshare(CLONE_NEWNS) == 0
     assert libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0
     assert libc.mount(b"/usr", f"{jail}/usr".encode(), None, MS_BIND | MS_REC, None) == 0
+    # The node binds its /dev into the jail; the procfs masks need its null device.
+    open(f"{jail}/dev/null", "a").close()
+    assert libc.mount(b"/dev/null", f"{jail}/dev/null".encode(), None, MS_BIND, None) == 0
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
@@ -441,3 +444,53 @@ def test_root_gets_no_power_back_from_a_full_inheritable_set():
     for name in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
         assert not caps[name] & (1 << 21), (name, data)  # CAP_SYS_ADMIN
     assert caps["CapEff"] == caps["CapBnd"] and caps["CapEff"] != 0  # root keeps the small allowlist
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_the_steps_procfs_keeps_the_runtimes_masks(tmp_path):
+    """A fresh procfs has none of the runtime's masks: root could write kernel.core_pattern (a way from
+    jail root to node root) or trigger sysrq. In the jail they are back, for root too, with every
+    capability this test process has."""
+    jail = str(make_thin_jail(tmp_path / "jail"))
+
+    def child(out):
+        _bind_usr(jail)
+        if lib.soperator_enter_jail(jail.encode(), _err(), 512) != 0:
+            return 3
+        seen = {}
+        for path in ("/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger"):
+            try:
+                with open(path, "w") as fh:
+                    fh.write("")
+                seen[path] = "writable"
+            except OSError as exc:  # this kernel may have no sysrq at all
+                seen[path] = exc.strerror if os.path.exists(path) else "Read-only file system"
+        for path in ("/proc/timer_list", "/proc/keys"):  # each hidden: an empty file, if the kernel has it
+            seen[path] = len(open(path).read()) if os.path.exists(path) else 0
+        os.write(out, json.dumps(seen).encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0, data
+    assert json.loads(data) == {"/proc/sys/kernel/core_pattern": "Read-only file system",
+                                "/proc/sysrq-trigger": "Read-only file system", "/proc/timer_list": 0,
+                                "/proc/keys": 0}, data
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_sessions_lose_sys_admin_but_keep_chroot():
+    """sshd (and so root's login session) keeps CAP_SYS_CHROOT for ChrootDirectory and the tasks'
+    allowlist, and no CAP_SYS_ADMIN: root's session cannot mount over its procfs' masks."""
+    def child(out):
+        if lib.soperator_limit_session_capabilities(_err(), 512) != 0:
+            return 3
+        shown = subprocess.run(["sh", "-c", "grep CapBnd /proc/self/status; unshare --mount mount -t tmpfs none "
+                                "/mnt 2>/dev/null && echo mounted || echo no-mount"], capture_output=True, text=True)
+        os.write(out, shown.stdout.encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0, data
+    _, bounding, mounted = data.decode().split()
+    assert not int(bounding, 16) & (1 << 21) and int(bounding, 16) & (1 << 18), bounding  # SYS_ADMIN, SYS_CHROOT
+    assert mounted == "no-mount"
