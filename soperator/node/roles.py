@@ -262,8 +262,8 @@ def login(sup: Supervisor) -> None:
                                  conf_server], timeout=180, owner="slurm")
     log(f"nosuid,nodev: {', '.join(harden_jail(JAIL))}")
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
-    if mount_private_proc(JAIL):
-        mask_session_proc()
+    mount_private_proc(JAIL)
+    mask_session_proc()  # also over one already there: another read-only layer changes nothing
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     install_root_keys()
     limit_user_processes()

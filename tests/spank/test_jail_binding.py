@@ -446,6 +446,12 @@ def test_root_gets_no_power_back_from_a_full_inheritable_set():
     assert caps["CapEff"] == caps["CapBnd"] and caps["CapEff"] != 0  # root keeps the small allowlist
 
 
+# The OCI runtimes' default lists (proc_mask.c holds the same).
+READ_ONLY = ("bus", "fs", "irq", "sys", "sysrq-trigger")
+MASKED = ("acpi", "asound", "interrupts", "kcore", "keys", "latency_stats", "sched_debug", "scsi", "timer_list",
+          "timer_stats")
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_the_steps_procfs_keeps_the_runtimes_masks(tmp_path):
     """A fresh procfs has none of the runtime's masks: root could write kernel.core_pattern (a way from
@@ -467,6 +473,12 @@ def test_the_steps_procfs_keeps_the_runtimes_masks(tmp_path):
                 seen[path] = exc.strerror if os.path.exists(path) else "Read-only file system"
         for path in ("/proc/timer_list", "/proc/keys"):  # each hidden: an empty file, if the kernel has it
             seen[path] = len(open(path).read()) if os.path.exists(path) else 0
+        # Every entry of the runtime's lists that this kernel has is a mount of its own: read-only, or
+        # something laid over it.
+        mounts = {line.split()[4]: line.split()[5].split(",") for line in open("/proc/self/mountinfo")}
+        present = {name: os.path.lexists(f"/proc/{name}") for name in READ_ONLY + MASKED}
+        seen["unmasked"] = [n for n in MASKED if present[n] and f"/proc/{n}" not in mounts]
+        seen["writable"] = [n for n in READ_ONLY if present[n] and "ro" not in mounts.get(f"/proc/{n}", [])]
         os.write(out, json.dumps(seen).encode())
         return 0
 
@@ -474,7 +486,7 @@ def test_the_steps_procfs_keeps_the_runtimes_masks(tmp_path):
     assert code == 0, data
     assert json.loads(data) == {"/proc/sys/kernel/core_pattern": "Read-only file system",
                                 "/proc/sysrq-trigger": "Read-only file system", "/proc/timer_list": 0,
-                                "/proc/keys": 0}, data
+                                "/proc/keys": 0, "unmasked": [], "writable": []}, data
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
