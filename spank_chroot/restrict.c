@@ -152,24 +152,26 @@ static int trim_inheritable_and_ambient(char *err, size_t errlen)
     return 0;
 }
 
-int soperator_limit_session_capabilities(char *err, size_t errlen)
+/* The bounding set caps what any exec'd program, root's included, can hold: the allowlist, plus
+ * `also` (-1 for none); then the inheritable and ambient sets likewise. */
+static int limit_capabilities(int also, char *err, size_t errlen)
 {
     for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++) {
-        if (!kept(cap) && cap != CAP_SYS_CHROOT && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 &&
+        if (!kept(cap) && cap != also && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 &&
             prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0)
             return soperator_fail(err, errlen, "drop capability %d from the bounding set: %s", cap, strerror(errno));
     }
     return trim_inheritable_and_ambient(err, errlen);
 }
 
+int soperator_limit_session_capabilities(char *err, size_t errlen)
+{
+    return limit_capabilities(CAP_SYS_CHROOT, err, errlen);
+}
+
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen)
 {
-    /* The bounding set caps what any exec'd program, root's included, can hold. */
-    for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; cap++) {
-        if (!kept(cap) && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1 && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0)
-            return soperator_fail(err, errlen, "drop capability %d from the bounding set: %s", cap, strerror(errno));
-    }
-    if (trim_inheritable_and_ambient(err, errlen) != 0)
+    if (limit_capabilities(-1, err, errlen) != 0)
         return -1;
     return soperator_restrict_sessions(allow_userns, err, errlen);
 }
