@@ -68,6 +68,8 @@ def start_local_node(args) -> None:
     os.environ["PATH"] = f"{tools['kubectl'].parent}:{os.environ['PATH']}"
     cluster = local_cluster(args).up()
     args.kubeconfig = cluster.plane.kubeconfig
+    # The node's kubelet keeps its files under the cluster's state directory, not /var/lib/kubelet.
+    args.set_operator.append(f"seccompProfiles.kubeletRootDir={cluster.node.workdir / 'kubelet'}")
     args.volumes_dir = cluster.volumes
     print(f"  node {cluster.node.plane.address} Ready; kubeconfig {args.kubeconfig}", flush=True)
 

@@ -5,6 +5,7 @@ import argparse
 import json
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 from soperator import kubeyaml
@@ -76,14 +77,28 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_crd(args: argparse.Namespace) -> int:
-    text = crd_yaml()
-    if args.write:
-        with open(args.write, "w") as fh:
-            fh.write(text)
+def _emit(text: str, path: str | None) -> int:
+    if path:
+        Path(path).write_text(text)
     else:
         sys.stdout.write(text)
     return 0
+
+
+def cmd_crd(args: argparse.Namespace) -> int:
+    return _emit(crd_yaml(), args.write)
+
+
+def cmd_seccomp_profile(args: argparse.Namespace) -> int:
+    from soperator.render.seccomp_profile import profile_json
+
+    return _emit(profile_json(), args.write)
+
+
+def cmd_install_seccomp_profiles(args: argparse.Namespace) -> int:
+    from soperator.seccomp_install import install_and_stay
+
+    return install_and_stay(Path(args.source), Path(args.target))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -120,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
     crd = sub.add_parser("crd", help="print the CustomResourceDefinition generated from the API models")
     crd.add_argument("--write", metavar="PATH", help="write to PATH instead of stdout")
     crd.set_defaults(func=cmd_crd)
+    profile = sub.add_parser("seccomp-profile", help="print the seccomp profile of node sets with Pyxis")
+    profile.add_argument("--write", metavar="PATH", help="write to PATH instead of stdout")
+    profile.set_defaults(func=cmd_seccomp_profile)
+    install = sub.add_parser("install-seccomp-profiles", help="copy seccomp profiles into a node's kubelet "
+                             "directory, then wait for SIGTERM (the operator chart's DaemonSet)")
+    install.add_argument("--from", dest="source", required=True, help="directory of *.json profiles")
+    install.add_argument("--to", dest="target", required=True, help="e.g. /var/lib/kubelet/seccomp/soperator")
+    install.set_defaults(func=cmd_install_seccomp_profiles)
     run = sub.add_parser("run", help="run the operator (in-cluster service account, else kubeconfig)")
     run.add_argument("-n", "--namespace", action="append", help="watch only these namespaces")
     run.add_argument("--health-port", type=int, default=8081, help="liveness on /healthz; 0 disables")

@@ -1,11 +1,11 @@
 """Container jobs on a node set: Pyxis (`srun --container-image`) and the enroot settings under it."""
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
-from soperator.api.common import ApiModel, cel
+from soperator.api.common import ApiModel, AtField, cel
 from soperator.api.fields import PositiveQuantity, SecretName
 
 # enroot.conf keys soperator writes: where enroot keeps its files on the node (node-local, one
@@ -25,13 +25,38 @@ def _own_enroot_keys(config: dict[str, str]) -> dict[str, str]:
     return config
 
 
+# A file under the kubelet's seccomp directory: plain names only, so never outside it.
+LocalhostProfile = Annotated[str, StringConstraints(
+    max_length=253, pattern=r"^[A-Za-z0-9_+-][A-Za-z0-9_+.-]*(/[A-Za-z0-9_+-][A-Za-z0-9_+.-]*)*$")]
+
+
+class PyxisSeccompProfile(ApiModel):
+    """The workers' seccomp profile, as a pod's securityContext names it."""
+
+    model_config = ConfigDict(json_schema_extra=cel(
+        ("self.type == 'Localhost' || !has(self.localhostProfile)", "localhostProfile applies to type Localhost only")))
+
+    type: Literal["Localhost", "Unconfined"] = Field(
+        default="Localhost", description="Localhost: a profile installed on the nodes (the operator chart installs "
+        "its own on every node); Unconfined: none, for nodes where no profile can be installed")
+    localhost_profile: Optional[LocalhostProfile] = Field(
+        default=None, description="its path under the kubelet's seccomp directory; default: soperator's, "
+        "soperator/pyxis-worker.json (the runtime's default profile plus pivot_root)")
+
+    @model_validator(mode="after")
+    def _path_for_localhost_only(self) -> "PyxisSeccompProfile":
+        if self.type != "Localhost" and self.localhost_profile is not None:
+            raise AtField(("localhostProfile",), "applies to type Localhost only")
+        return self
+
+
 class Pyxis(ApiModel):
     """Container jobs on this node set's workers: Pyxis in slurmstepd, enroot in the jail.
 
     On, the node set's workers differ from the others in what a job step may do: tasks may create user
-    namespaces (enroot runs containers in one, as the user) and the container runs without the
-    runtime's seccomp profile, whose containerd variant refuses the pivot_root enroot enters a
-    container with. Node sets without Pyxis keep both refusals."""
+    namespaces (enroot runs containers in one, as the user) and the container's seccomp profile is
+    the runtime's default plus the pivot_root enroot enters a container with (seccompProfile), which
+    containerd's default refuses. Node sets without Pyxis keep both refusals."""
 
     enabled: bool = False
     storage_size: PositiveQuantity = Field(
@@ -46,3 +71,4 @@ class Pyxis(ApiModel):
     registry_credentials_secret: Optional[SecretName] = Field(
         default=None, description="a Secret whose key '.credentials' holds enroot's credentials (netrc "
         "lines) for registry pulls; every user of this node set's jobs can read it")
+    seccomp_profile: PyxisSeccompProfile = Field(default_factory=PyxisSeccompProfile)

@@ -1,7 +1,10 @@
 """slurmd: a StatefulSet per node set (one pod per Slurm node) and the workers' headless Service."""
 from __future__ import annotations
 
+import math
+
 from soperator.api.cluster import SlurmCluster
+from soperator.api.fields import quantity_value
 from soperator.api.spec import NodeSetSpec
 from soperator.render.common import Obj, object_name, resources, tcp_probe
 from soperator.render.configs import conf_server, enroot_conf, worker_node_conf
@@ -9,9 +12,12 @@ from soperator.render.nodes import (NODE_CAPABILITIES, WORKER, headless_service,
                                     jail_volumes, node_pod, node_security_context, slurm_mounts, slurm_volumes,
                                     stateful_set)
 from soperator.render.paths import PATHS
+from soperator.render.seccomp_profile import PYXIS_WORKER_PROFILE
 
 SLURMD_PORT = 6818
 GPU_RESOURCE = "nvidia.com/gpu"
+# slurmd, munged and each step's slurmstepd, in a worker's default memory limit.
+DAEMONS_MIB = 512
 LOCAL_VOLUME = "local"
 
 
@@ -55,19 +61,36 @@ def _health_check_env(cluster: SlurmCluster) -> list[Obj]:
     return [{"name": "SOPERATOR_HEALTH_CHECK_PROGRAM", "value": health.program}] if health.interval > 0 else []
 
 
+def worker_limits(node_set: NodeSetSpec) -> dict[str, str]:
+    """The GPUs, and a memory limit where the node set names none: the RealMemory Slurm fills with
+    jobs, the pod's /dev/shm (memory too) and the daemons beside them. Without it a worker could take
+    the whole node's memory, other pods' included; with it, the memory request defaults to the same,
+    so the scheduler places the pod where that much is free."""
+    limits = {GPU_RESOURCE: str(node_set.gpus)} if node_set.gpus else {}
+    if "memory" not in node_set.resources.limits:
+        mib = node_set.real_memory_mib + math.ceil(quantity_value(node_set.shared_memory_size) / 2**20) + DAEMONS_MIB
+        request = node_set.resources.requests.get("memory")
+        if request is not None:
+            mib = max(mib, math.ceil(quantity_value(request) / 2**20))
+        limits["memory"] = f"{mib}Mi"
+    return limits
+
+
 def worker_security_context(node_set: NodeSetSpec) -> Obj:
-    """A node set with Pyxis runs without the runtime's seccomp profile: containerd's refuses the
-    pivot_root that enroot enters every container with, whatever the capabilities. Its job steps may
-    then create user namespaces (the chroot plugin's filter is lifted on these workers only)."""
+    """A node set with Pyxis runs under its own seccomp profile (seccomp_profile.py): containerd's
+    default refuses the pivot_root that enroot enters every container with, whatever the
+    capabilities. Its job steps may create user namespaces (the chroot plugin's filter is lifted on
+    these workers only)."""
     context = node_security_context(NODE_CAPABILITIES)
     if node_set.pyxis.enabled:
-        context["seccompProfile"] = {"type": "Unconfined"}
+        profile = node_set.pyxis.seccomp_profile
+        context["seccompProfile"] = {"type": "Unconfined"} if profile.type == "Unconfined" else {
+            "type": "Localhost", "localhostProfile": profile.localhost_profile or PYXIS_WORKER_PROFILE}
     return context
 
 
 def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: int | None = None) -> Obj:
     spec = cluster.spec
-    gpu_limit = {GPU_RESOURCE: str(node_set.gpus)} if node_set.gpus else {}
     local_mounts, claim_templates = _local_volume(node_set)
     pyxis_env, pyxis_mounts, pyxis_volumes = _pyxis(cluster, node_set)
     container = {
@@ -90,7 +113,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
         ],
         "readinessProbe": tcp_probe(SLURMD_PORT, period=5, failures=3),
         "livenessProbe": tcp_probe(SLURMD_PORT, period=15, failures=8),
-        "resources": resources(node_set, gpu_limit),
+        "resources": resources(node_set, worker_limits(node_set)),
     }
     volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster, node_set.sub_mounts) + [
         {"name": "spool", "emptyDir": {}},

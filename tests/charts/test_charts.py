@@ -12,6 +12,7 @@ import yaml
 from soperator.api import parse_cluster
 from soperator.api.crd import crd_yaml, values_schema_json
 from soperator.api.paths import host_path_values_schema
+from soperator.render.seccomp_profile import profile_json
 from tests.support_paths import ROOT
 from tests.unit.test_crd import _as_json_schema, _schema
 
@@ -106,6 +107,8 @@ def test_chart_versions_follow_the_package():
                          ("programPaths", "/opt/it's"), ("imageRegistries", "https://registry.example.com"),
                          ("imageRegistries", "Registry.example.com/x/"))],
     ("slurm-operator", ["--set", "referencedSecretLabel.key=a b"], "referencedSecretLabel.key"),
+    *[("slurm-operator", ["--set", f"seccompProfiles.kubeletRootDir={path}"], "seccompProfiles.kubeletRootDir")
+      for path in ("var/lib/kubelet", "/var/lib/../../etc", "/var/lib/kubelet/")],
     ("slurm-cluster-storage", ["--set", "jail.size=lots"], "jail.size"),
     ("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true"], "needs jail.persistentVolume.nfs"),
     *[("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true", "--set",
@@ -147,6 +150,27 @@ def test_admission_policy_binds_the_watched_namespaces_and_can_be_left_out(tools
     assert not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     env = {e["name"]: e["value"] for e in docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SOPERATOR_SECRET_LABEL"] == "slurm.soperator.dev/usable-by-clusters=true"
+
+
+def test_seccomp_profiles_daemon_set_installs_the_shipped_profile_under_the_kubelet_root(tools):
+    docs = render(tools, "slurm-operator", "--set", "seccompProfiles.kubeletRootDir=/srv/kubelet",
+                  "--set", f"image.digest={DIGEST}")
+    config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("seccomp-profiles"))
+    assert config["data"] == {"pyxis-worker.json": profile_json()}
+    daemon = next(d for d in docs if d["kind"] == "DaemonSet")
+    pod = daemon["spec"]["template"]["spec"]
+    assert {v["name"]: v.get("hostPath") for v in pod["volumes"]}["kubelet-seccomp"] == {
+        "path": "/srv/kubelet/seccomp/soperator", "type": "DirectoryOrCreate"}
+    container = pod["containers"][0]
+    assert container["image"] == f"localhost/soperator/operator@{DIGEST}"
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]} and pod["tolerations"] == [
+        {"operator": "Exists"}]
+    # The operator's Service and pod lookups select by its name label: these pods carry another.
+    operator = next(d for d in docs if d["kind"] == "Service")["spec"]["selector"]
+    assert not operator.items() <= daemon["spec"]["template"]["metadata"]["labels"].items()
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in render(tools, "slurm-operator",
+                                                                  "--set", "seccompProfiles.install=false")}
+    assert not [k for k in kinds if k[1].endswith("seccomp-profiles")]
 
 
 def test_images_by_digest(tools):

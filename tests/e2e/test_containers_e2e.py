@@ -136,8 +136,13 @@ def test_only_pyxis_node_sets_open_user_namespaces_and_enroot_runs_only_in_the_j
     probe = "unshare --user true 2>/dev/null && echo userns-created || echo userns-refused"
     assert _run(client, f"srun -w e2e-box-0 sh -c '{probe}'", timeout=60)[1].strip() == "userns-created"
     assert _run(client, f"srun -w e2e-cpu-0 sh -c '{probe}'", timeout=60)[1].strip() == "userns-refused"
-    # Root's own step on the Pyxis worker (no seccomp profile there) still cannot mount on the node:
-    # SYS_ADMIN is out of its bounding set.
+    # The Pyxis worker runs under soperator's seccomp profile (the chart's file): the container's root
+    # holds CAP_SYS_ADMIN, which the runtime's default would let set the pod's host name; this refuses.
+    sethostname = "import errno, socket\ntry: socket.sethostname('x')\nexcept OSError as e: print(errno.errorcode[e.errno])"
+    assert cluster.exec("e2e-box-0", "python3", "-c", sethostname).strip() == "EPERM"
+    assert cluster.exec("e2e-box-0", "grep", "^Seccomp:", "/proc/1/status").split() == ["Seccomp:", "2"]
+    # Root's own step on the Pyxis worker still cannot mount on the node: SYS_ADMIN is out of its
+    # bounding set.
     root_step = podman("exec", "e2e-controller-0", "srun", "-w", "e2e-box-0", "sh", "-c",
                        "mount -t tmpfs none /mnt 2>&1; echo done", check=False).stdout
     assert "permission denied" in root_step.lower() and root_step.rstrip().endswith("done"), root_step

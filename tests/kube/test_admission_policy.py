@@ -33,7 +33,7 @@ def _install(control_plane, tools, namespace: str, tmp_path, values: dict, actio
     # may act on the clusters they store.
     path.write_text(yaml.safe_dump({"image": {"repository": "localhost/soperator/not-started"}, **values}))
     _helm(control_plane, tools, action, "ops", str(CHARTS / "slurm-operator"), "-n", namespace,
-          "--set", "crds.enabled=false", "-f", str(path))
+          "--set", "crds.enabled=false", "--set", "seccompProfiles.install=false", "-f", str(path))
 
 
 def _refused(kubectl, body: dict) -> str:
@@ -116,6 +116,13 @@ def test_a_writer_is_held_to_the_admins_lists(control_plane, tools, kubectl, crd
             assert f"spec.plugStack.custom loads {line.split()[1]} into every job step as root" in err
         assert _create(kubectl, _cluster(namespace, plugStack={
             "custom": ["required /opt/site/spank/x11.so arg=1"]})).returncode == 0
+
+        # A Pyxis node set's workers with no syscall filter: only where the admin allows it.
+        unconfined = {"name": "box", "pyxis": {"enabled": True, "seccompProfile": {"type": "Unconfined"}}}
+        err = _refused(kubectl, _cluster(namespace, nodeSets=[{"name": "cpu"}, unconfined]))
+        assert "spec.nodeSets[box].pyxis.seccompProfile: Unconfined runs the workers with no syscall filter" in err
+        assert _create(kubectl, _cluster(namespace, nodeSets=[{"name": "box", "pyxis": {
+            "enabled": True, "seccompProfile": {"localhostProfile": "site/enroot.json"}}}])).returncode == 0
 
         # Programs slurmd and slurmctld run as root or SlurmUser, and where plugins load from.
         for key, value in (("Prolog", "/tmp/p"), ("epilog", "/var/tmp/e"), ("RebootProgram", "/sbin/reboot"),

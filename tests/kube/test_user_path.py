@@ -84,7 +84,8 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
     quickstart = subprocess.run(
         [sys.executable, str(SCRIPT), "up", "--kubeconfig", str(local_cluster.plane.kubeconfig),
          "--volumes-dir", str(local_cluster.volumes), "--namespace", namespace, "--cluster-name", NAME,
-         "--ssh-key", f"{key_file}.pub", "--timeout", "600", "--set-operator", "resyncSeconds=5"],
+         "--ssh-key", f"{key_file}.pub", "--timeout", "600", "--set-operator", "resyncSeconds=5",
+         "--set-operator", f"seccompProfiles.kubeletRootDir={local_cluster.node.workdir / 'kubelet'}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     state = kubectl("-n", namespace, "get", "slurmcluster,pods,jobs,statefulsets,pvc", "-o", "wide").stdout
     assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
@@ -172,7 +173,7 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         _removed_node_set_goes_and_the_rest_stays(kubectl, namespace, login)
         _dead_workers_fail_their_jobs_and_come_back(kubectl, namespace, login, local_cluster.node)
         _accounting_records_jobs(kubectl, namespace, login, local_cluster, tools)
-        _container_jobs_on_a_pyxis_node_set(kubectl, namespace, login, jail, tmp_path)
+        _container_jobs_on_a_pyxis_node_set(kubectl, namespace, login, jail, tmp_path, local_cluster.node)
     finally:
         login.close()
 
@@ -401,11 +402,15 @@ def _accounting_records_jobs(kubectl, namespace: str, login: Login, local_cluste
           120, "a job's record after the controller's restart", interval=2)
 
 
-def _container_jobs_on_a_pyxis_node_set(kubectl, namespace: str, login: Login, jail, workdir) -> None:
+def _container_jobs_on_a_pyxis_node_set(kubectl, namespace: str, login: Login, jail, workdir, node) -> None:
     """A node set with Pyxis added to the running cluster: on the real kubelet and containerd, alice's
     container job runs the image she keeps in the jail (a Debian 12 .sqsh made with `enroot import
-    podman://`), and its output lands in the jail. Its worker alone runs without the seccomp profile;
-    the node set removed again leaves the first one's pods as they were."""
+    podman://`), and its output lands in the jail. Its worker runs under soperator's seccomp profile,
+    which the operator chart's DaemonSet installed on the node; the node set removed again leaves the
+    first one's pods as they were."""
+    installed = node.workdir / "kubelet" / "seccomp" / "soperator" / "pyxis-worker.json"
+    assert installed.read_text() == (ROOT / "charts" / "slurm-operator" / "files" / "seccomp" /
+                                     "pyxis-worker.json").read_text()
     image = jail / "home" / "alice" / "bookworm.sqsh"
     import_podman_image(bookworm_image(workdir), image, workdir)
     shutil.chown(image, 2001, 2001)
@@ -426,10 +431,13 @@ def _container_jobs_on_a_pyxis_node_set(kubectl, namespace: str, login: Login, j
     login.run(f"{as_alice} sbatch --wait -w {NAME}-box-0 --container-image=/home/alice/bookworm.sqsh "
               "-o /home/alice/container.out --wrap 'grep ^VERSION_ID= /etc/os-release'")
     assert (jail / "home" / "alice" / "container.out").read_text() == 'VERSION_ID="12"\n'  # in the jail
-    # The runtime's seccomp filter: none on the Pyxis worker, the runtime's default on the others.
+    # A seccomp filter on both: soperator's profile on the Pyxis worker, the runtime's default on the others.
     seccomp = {pod: kubectl("-n", namespace, "exec", pod, "--", "grep", "^Seccomp:", "/proc/1/status").stdout.split()[1]
                for pod in (f"{NAME}-box-0", f"{NAME}-worker-0")}
-    assert seccomp == {f"{NAME}-box-0": "0", f"{NAME}-worker-0": "2"}
+    assert seccomp == {f"{NAME}-box-0": "2", f"{NAME}-worker-0": "2"}
+    box = json.loads(kubectl("-n", namespace, "get", "pod", f"{NAME}-box-0", "-o", "json").stdout)
+    assert box["spec"]["containers"][0]["securityContext"]["seccompProfile"] == {
+        "type": "Localhost", "localhostProfile": "soperator/pyxis-worker.json"}
     kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
         {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}], "partitions": [main]}}))
     until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-box", check=False).returncode != 0, 180,

@@ -141,6 +141,18 @@ def test_workers_register_with_what_the_spec_gives_their_pods():
     assert {v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]} == {"munge-key", "jail", "spool", "shm"}
 
 
+def test_a_worker_pod_is_limited_to_its_real_memory_and_shm_and_daemons_unless_the_spec_says():
+    sets = [{"name": "a100", "realMemoryMib": 64000, "gpus": 4, "sharedMemorySize": "1Gi"},
+            {"name": "own", "resources": {"limits": {"memory": "8Gi", "cpu": "4"}}},
+            {"name": "big-request", "resources": {"requests": {"memory": "100Gi"}}}]
+    objects = _by_kind_name(render_all(make_cluster(nodeSets=sets), None))
+    limits = {name: objects[("StatefulSet", f"demo-{name}")]["spec"]["template"]["spec"]["containers"][0]["resources"]
+              for name in ("a100", "own", "big-request")}
+    assert limits["a100"] == {"limits": {"memory": f"{64000 + 1024 + 512}Mi", "nvidia.com/gpu": "4"}}
+    assert limits["own"] == {"limits": {"cpu": "4", "memory": "8Gi"}}
+    assert limits["big-request"] == {"requests": {"memory": "100Gi"}, "limits": {"memory": "102400Mi"}}
+
+
 def test_an_sshd_change_rolls_only_login(keys):
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ1aXhiSl5sMPz9ViyQz1O0aVd9hP0N1T9YvYzVZ8v0m x"
     before = render_all(make_cluster(), keys)
@@ -178,7 +190,7 @@ def test_plugstack_is_required_and_pyxis_follows_the_jail_when_a_node_set_has_it
                      "required /usr/local/lib/slurm/spank_pyxis.so container_scope=global runtime_path=/run/pyxis"]
 
 
-def test_only_a_node_set_with_pyxis_gets_enroot_its_volume_and_no_seccomp_profile():
+def test_only_a_node_set_with_pyxis_gets_enroot_its_volume_and_its_own_seccomp_profile():
     objects = _by_kind_name(render_all(make_cluster(nodeSets=PYXIS_SETS), None))
     plain = objects[("StatefulSet", "demo-cpu")]["spec"]["template"]["spec"]
     gpu = objects[("StatefulSet", "demo-gpu")]["spec"]["template"]["spec"]
@@ -186,7 +198,8 @@ def test_only_a_node_set_with_pyxis_gets_enroot_its_volume_and_no_seccomp_profil
     assert not any(e["name"] == "SOPERATOR_ENROOT_CONF" for e in plain["containers"][0]["env"])
     assert {v["name"] for v in plain["volumes"]}.isdisjoint({"enroot", "enroot-credentials"})
     container = gpu["containers"][0]
-    assert container["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+    assert container["securityContext"]["seccompProfile"] == {"type": "Localhost",
+                                                              "localhostProfile": "soperator/pyxis-worker.json"}
     assert container["securityContext"]["capabilities"] == plain["containers"][0]["securityContext"]["capabilities"]
     conf = next(e["value"] for e in container["env"] if e["name"] == "SOPERATOR_ENROOT_CONF")
     settings = dict(line.split(" ", 1) for line in conf.splitlines() if line and not line.startswith("#"))

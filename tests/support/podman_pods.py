@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from images.podman import PodmanError, podman
+from tests.support_paths import ROOT
 
 
 @dataclass
@@ -77,6 +78,12 @@ class VolumeStore:
         return path
 
 
+def localhost_profile(name: str) -> Path:
+    directory, _, file = name.partition("/")
+    assert directory == "soperator", f"not a profile the operator chart installs: {name}"
+    return ROOT / "charts" / "slurm-operator" / "files" / "seccomp" / file
+
+
 def security_args(pod: dict, container: dict) -> list[str]:
     ctx = {**pod.get("securityContext", {}), **container.get("securityContext", {})}
     args = ["--privileged"] if ctx.get("privileged") else []
@@ -89,9 +96,13 @@ def security_args(pod: dict, container: dict) -> list[str]:
         args.append("--cap-drop=all")
     args += [f"--cap-add={cap}" for cap in ctx.get("capabilities", {}).get("add", [])]
     # RuntimeDefault is podman's own default seccomp profile; Unconfined AppArmor is moot on a host
-    # without AppArmor (this one).
-    if ctx.get("seccompProfile", {}).get("type") == "Unconfined":
+    # without AppArmor (this one). soperator's Localhost profiles are the operator chart's files, as
+    # its DaemonSet installs them.
+    seccomp = ctx.get("seccompProfile", {})
+    if seccomp.get("type") == "Unconfined":
         args += ["--security-opt", "seccomp=unconfined"]
+    elif seccomp.get("type") == "Localhost":
+        args += ["--security-opt", f"seccomp={localhost_profile(seccomp['localhostProfile'])}"]
     if ctx.get("allowPrivilegeEscalation") is False:
         args += ["--security-opt", "no-new-privileges"]
     return args

@@ -1,0 +1,73 @@
+"""The seccomp profile of a Pyxis node set's workers (kubelet `Localhost`, OCI seccomp JSON).
+
+The runtime's default profile refuses pivot_root, which enroot enters every container with, whatever
+the capabilities. This profile is that default for a worker's capability set plus what enroot needs
+(measured: pivot_root alone), written as an allowlist: every syscall of LINUX_SYSCALLS not refused
+below. tests/kube/test_seccomp_profile.py holds it to be no wider than the default containerd gives
+a plain worker on the real node, pivot_root aside. Job tasks get the chroot plugin's own filter on
+top (io_uring, bpf, keyrings, userfaultfd refused).
+
+The operator chart installs it on every node (templates/seccomp-profiles.yaml); `soperator
+seccomp-profile` prints it."""
+from __future__ import annotations
+
+import errno
+import json
+
+from soperator.render.common import Obj
+from soperator.render.linux_syscalls import LINUX_SYSCALLS
+
+# Where the profile lies under the kubelet's seccomp directory (<root-dir>/seccomp/), and so the
+# worker's `localhostProfile`.
+PYXIS_WORKER_PROFILE = "soperator/pyxis-worker.json"
+
+# What enroot needs beyond the runtime's default (it pivot_roots into each container's root).
+ENROOT_NEEDS = frozenset({"pivot_root"})
+
+# Refused with EPERM, as a process without the capability gets them.
+REFUSED = frozenset({
+    # The node's kernel, clock, devices, swap and accounting; the runtime's default refuses them too.
+    "init_module", "finit_module", "delete_module", "create_module", "query_module", "get_kernel_syms",
+    "reboot", "kexec_load", "kexec_file_load", "settimeofday", "clock_settime", "iopl", "ioperm", "swapon",
+    "swapoff", "acct", "vhangup", "open_by_handle_at",
+    # The runtime's default refuses these to a container without CAP_SYS_PTRACE or CAP_SYS_NICE, as
+    # workers are: other processes' memory, NUMA policies and page moves; and (containerd 1.6) keyrings.
+    "kcmp", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "userfaultfd",
+    "mbind", "get_mempolicy", "set_mempolicy", "set_mempolicy_home_node", "move_pages", "migrate_pages",
+    "add_key", "keyctl", "request_key",
+    # The default allows these to a container with CAP_SYS_ADMIN, which workers hold for the jail's
+    # mounts; neither Slurm nor enroot uses them: quotas, the kernel's log and cookies, file handles,
+    # the pod's host names, fanotify over whole mounts.
+    "quotactl", "quotactl_fd", "syslog", "lookup_dcookie", "name_to_handle_at", "sethostname",
+    "setdomainname", "fanotify_init",
+})
+# Left to the default answer, ENOSYS, as a kernel without them gives: obsolete or never implemented.
+ABSENT = frozenset({"afs_syscall", "tuxcall", "security", "putpmsg", "getpmsg", "vserver", "nfsservctl", "uselib",
+                    "ustat", "sysfs", "_sysctl", "epoll_ctl_old", "epoll_wait_old"})
+# personality(2) only for the personas the runtime's default allows: Linux, 32-bit Linux, a 2.6
+# uname, and the query; so not ADDR_NO_RANDOMIZE and the like.
+PERSONAS = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
+ARCHITECTURES = ("SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64")
+
+
+def pyxis_worker_profile() -> Obj:
+    """Unknown syscalls (newer than LINUX_SYSCALLS) answer ENOSYS: glibc then falls back to the older
+    call (fchmodat2, clone3), where EPERM would be taken as a refusal."""
+    allowed = LINUX_SYSCALLS - REFUSED - ABSENT - {"personality"}
+    assert ENROOT_NEEDS <= allowed and (REFUSED | ABSENT) <= LINUX_SYSCALLS
+    return {
+        "defaultAction": "SCMP_ACT_ERRNO",
+        "defaultErrnoRet": errno.ENOSYS,
+        "architectures": list(ARCHITECTURES),
+        "syscalls": [
+            {"names": sorted(allowed), "action": "SCMP_ACT_ALLOW"},
+            *({"names": ["personality"], "action": "SCMP_ACT_ALLOW",
+               "args": [{"index": 0, "value": persona, "op": "SCMP_CMP_EQ"}]} for persona in PERSONAS),
+            {"names": sorted(REFUSED), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
+        ],
+    }
+
+
+def profile_json() -> str:
+    """The file the operator chart ships (charts/slurm-operator/files/seccomp/)."""
+    return json.dumps(pyxis_worker_profile(), indent=1) + "\n"
