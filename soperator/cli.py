@@ -90,9 +90,14 @@ def cmd_crd(args: argparse.Namespace) -> int:
 
 
 def cmd_seccomp_profile(args: argparse.Namespace) -> int:
-    from soperator.render.seccomp_profile import profile_json
+    from soperator.render.seccomp_profile import profile_file_name, profile_json
 
-    return _emit(profile_json(), args.write)
+    if not args.write_dir:
+        return _emit(profile_json(), None)
+    # The chart ships one profile: the file of an older digest goes.
+    for stale in Path(args.write_dir).glob("pyxis-worker-*.json"):
+        stale.unlink()
+    return _emit(profile_json(), str(Path(args.write_dir) / profile_file_name()))
 
 
 def cmd_install_seccomp_profiles(args: argparse.Namespace) -> int:
@@ -136,7 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     crd.add_argument("--write", metavar="PATH", help="write to PATH instead of stdout")
     crd.set_defaults(func=cmd_crd)
     profile = sub.add_parser("seccomp-profile", help="print the seccomp profile of node sets with Pyxis")
-    profile.add_argument("--write", metavar="PATH", help="write to PATH instead of stdout")
+    profile.add_argument("--write-dir", metavar="DIR", help="write it into DIR under its name, pyxis-worker-<digest>"
+                         ".json (and remove older ones), instead of to stdout")
     profile.set_defaults(func=cmd_seccomp_profile)
     install = sub.add_parser("install-seccomp-profiles", help="copy seccomp profiles into a node's kubelet "
                              "directory, then wait for SIGTERM (the operator chart's DaemonSet)")

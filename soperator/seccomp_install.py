@@ -14,7 +14,10 @@ log = logging.getLogger("soperator.seccomp")
 
 
 def install_profiles(source: Path, target: Path) -> list[str]:
-    """Copy each *.json of `source` into `target` where it differs; return the names written."""
+    """Copy each *.json of `source` into `target` where it differs; return the names written. Files
+    of other names there stay: pods created before a profile changed may still need theirs."""
+    for leftover in target.glob(".*.json.*"):  # a copy cut short by a kill
+        leftover.unlink()
     written = []
     for profile in sorted(source.glob("*.json")):
         data = profile.read_bytes()

@@ -76,7 +76,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     }
     if (step_state == REFUSED) {
         slurm_error("soperator_chroot: %s: %s; refusing to run the step%s", refused_for, refusal,
-                    entered_jail ? "" : " on the host");
+                    entered_jail ? "" : " (neither on the host nor in a jail entered only in part)");
         return ESPANK_ERROR;
     }
     slurm_verbose("soperator_chroot: step %u entered jail %s", step_id, av[0]);

@@ -34,14 +34,15 @@ class PyxisSeccompProfile(ApiModel):
     """The workers' seccomp profile, as a pod's securityContext names it."""
 
     model_config = ConfigDict(json_schema_extra=cel(
-        ("self.type == 'Localhost' || !has(self.localhostProfile)", "localhostProfile applies to type Localhost only")))
+        ("self.type == 'Localhost' || !has(self.localhostProfile) || self.localhostProfile == null",
+         "localhostProfile applies to type Localhost only")))
 
     type: Literal["Localhost", "Unconfined"] = Field(
         default="Localhost", description="Localhost: a profile installed on the nodes (the operator chart installs "
         "its own on every node); Unconfined: none, for nodes where no profile can be installed")
     localhost_profile: Optional[LocalhostProfile] = Field(
-        default=None, description="its path under the kubelet's seccomp directory; default: soperator's, "
-        "soperator/pyxis-worker.json (the runtime's default profile plus pivot_root)")
+        default=None, description="its path under the kubelet's seccomp directory; default: soperator's own "
+        "(soperator/pyxis-worker-<digest>.json: the runtime's default profile plus pivot_root)")
 
     @model_validator(mode="after")
     def _path_for_localhost_only(self) -> "PyxisSeccompProfile":

@@ -7,19 +7,22 @@ below. tests/kube/test_seccomp_profile.py holds it to be no wider than the defau
 a plain worker on the real node, pivot_root aside. Job tasks get the chroot plugin's own filter on
 top (io_uring, bpf, keyrings, userfaultfd refused).
 
-The operator chart installs it on every node (templates/seccomp-profiles.yaml); `soperator
+The operator chart installs it on every node (templates/seccomp-profiles.yaml) under a name that holds
+its digest: a changed profile is a new file, so releases of different versions never overwrite each
+other's, and the worker template changes with it (its pods roll, drained first). `soperator
 seccomp-profile` prints it."""
 from __future__ import annotations
 
 import errno
+import functools
+import hashlib
 import json
 
 from soperator.render.common import Obj
 from soperator.render.linux_syscalls import LINUX_SYSCALLS
 
-# Where the profile lies under the kubelet's seccomp directory (<root-dir>/seccomp/), and so the
-# worker's `localhostProfile`.
-PYXIS_WORKER_PROFILE = "soperator/pyxis-worker.json"
+# The directory under the kubelet's seccomp directory (<root-dir>/seccomp/) that the chart fills.
+PROFILE_DIR = "soperator"
 
 # What enroot needs beyond the runtime's default (it pivot_roots into each container's root).
 ENROOT_NEEDS = frozenset({"pivot_root"})
@@ -41,6 +44,9 @@ REFUSED = frozenset({
     "quotactl", "quotactl_fd", "syslog", "lookup_dcookie", "name_to_handle_at", "sethostname",
     "setdomainname", "fanotify_init",
 })
+# Refused with ENOSYS, as a kernel built without them answers (liburing then falls back): io_uring,
+# which containerd's own default has dropped since 2.0 after a run of local privilege escalations.
+NOT_OFFERED = frozenset({"io_uring_setup", "io_uring_enter", "io_uring_register"})
 # Left to the default answer, ENOSYS, as a kernel without them gives: obsolete or never implemented.
 ABSENT = frozenset({"afs_syscall", "tuxcall", "security", "putpmsg", "getpmsg", "vserver", "nfsservctl", "uselib",
                     "ustat", "sysfs", "_sysctl", "epoll_ctl_old", "epoll_wait_old"})
@@ -52,9 +58,11 @@ ARCHITECTURES = ("SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64")
 
 def pyxis_worker_profile() -> Obj:
     """Unknown syscalls (newer than LINUX_SYSCALLS) answer ENOSYS: glibc then falls back to the older
-    call (fchmodat2, clone3), where EPERM would be taken as a refusal."""
-    allowed = LINUX_SYSCALLS - REFUSED - ABSENT - {"personality"}
-    assert ENROOT_NEEDS <= allowed and (REFUSED | ABSENT) <= LINUX_SYSCALLS
+    call (fchmodat2 to fchmodat), where EPERM would be taken as a refusal. So do personality(2) with
+    another persona, NOT_OFFERED and ABSENT. A syscall of another ABI (i386, x32) matches no listed
+    architecture: libseccomp's answer to those is to kill the thread."""
+    allowed = LINUX_SYSCALLS - REFUSED - NOT_OFFERED - ABSENT - {"personality"}
+    assert ENROOT_NEEDS <= allowed and (REFUSED | NOT_OFFERED | ABSENT) <= LINUX_SYSCALLS
     return {
         "defaultAction": "SCMP_ACT_ERRNO",
         "defaultErrnoRet": errno.ENOSYS,
@@ -68,6 +76,16 @@ def pyxis_worker_profile() -> Obj:
     }
 
 
+@functools.cache
 def profile_json() -> str:
     """The file the operator chart ships (charts/slurm-operator/files/seccomp/)."""
     return json.dumps(pyxis_worker_profile(), indent=1) + "\n"
+
+
+def profile_file_name() -> str:
+    return f"pyxis-worker-{hashlib.sha256(profile_json().encode()).hexdigest()[:12]}.json"
+
+
+def pyxis_worker_profile_path() -> str:
+    """The workers' `localhostProfile`: where the chart's DaemonSet puts the file."""
+    return f"{PROFILE_DIR}/{profile_file_name()}"

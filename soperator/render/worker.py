@@ -12,11 +12,12 @@ from soperator.render.nodes import (NODE_CAPABILITIES, WORKER, headless_service,
                                     jail_volumes, node_pod, node_security_context, slurm_mounts, slurm_volumes,
                                     stateful_set)
 from soperator.render.paths import PATHS
-from soperator.render.seccomp_profile import PYXIS_WORKER_PROFILE
+from soperator.render.seccomp_profile import pyxis_worker_profile_path
 
 SLURMD_PORT = 6818
 GPU_RESOURCE = "nvidia.com/gpu"
-# slurmd, munged and each step's slurmstepd, in a worker's default memory limit.
+# slurmd, munged and each step's slurmstepd (charged to the pod while Slurm's cgroups are off), in a
+# worker's default memory limit.
 DAEMONS_MIB = 512
 LOCAL_VOLUME = "local"
 
@@ -85,7 +86,7 @@ def worker_security_context(node_set: NodeSetSpec) -> Obj:
     if node_set.pyxis.enabled:
         profile = node_set.pyxis.seccomp_profile
         context["seccompProfile"] = {"type": "Unconfined"} if profile.type == "Unconfined" else {
-            "type": "Localhost", "localhostProfile": profile.localhost_profile or PYXIS_WORKER_PROFILE}
+            "type": "Localhost", "localhostProfile": profile.localhost_profile or pyxis_worker_profile_path()}
     return context
 
 

@@ -12,7 +12,7 @@ import yaml
 from soperator.api import parse_cluster
 from soperator.api.crd import crd_yaml, values_schema_json
 from soperator.api.paths import host_path_values_schema
-from soperator.render.seccomp_profile import profile_json
+from soperator.render.seccomp_profile import profile_file_name, profile_json
 from tests.support_paths import ROOT
 from tests.unit.test_crd import _as_json_schema, _schema
 
@@ -156,7 +156,7 @@ def test_seccomp_profiles_daemon_set_installs_the_shipped_profile_under_the_kube
     docs = render(tools, "slurm-operator", "--set", "seccompProfiles.kubeletRootDir=/srv/kubelet",
                   "--set", f"image.digest={DIGEST}")
     config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("seccomp-profiles"))
-    assert config["data"] == {"pyxis-worker.json": profile_json()}
+    assert config["data"] == {profile_file_name(): profile_json()}
     daemon = next(d for d in docs if d["kind"] == "DaemonSet")
     pod = daemon["spec"]["template"]["spec"]
     assert {v["name"]: v.get("hostPath") for v in pod["volumes"]}["kubelet-seccomp"] == {

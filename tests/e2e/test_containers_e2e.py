@@ -140,6 +140,10 @@ def test_only_pyxis_node_sets_open_user_namespaces_and_enroot_runs_only_in_the_j
     # holds CAP_SYS_ADMIN, which the runtime's default would let set the pod's host name; this refuses.
     sethostname = "import errno, socket\ntry: socket.sethostname('x')\nexcept OSError as e: print(errno.errorcode[e.errno])"
     assert cluster.exec("e2e-box-0", "python3", "-c", sethostname).strip() == "EPERM"
+    # io_uring is not offered (ENOSYS, as from a kernel without it); the kernel itself says EFAULT.
+    io_uring_setup = ("import ctypes, errno\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                      "print(libc.syscall(425, 1, None), errno.errorcode[ctypes.get_errno()])")
+    assert cluster.exec("e2e-box-0", "python3", "-c", io_uring_setup).split() == ["-1", "ENOSYS"]
     assert cluster.exec("e2e-box-0", "grep", "^Seccomp:", "/proc/1/status").split() == ["Seccomp:", "2"]
     # Root's own step on the Pyxis worker still cannot mount on the node: SYS_ADMIN is out of its
     # bounding set.

@@ -14,7 +14,7 @@ from tests.support.wait import until
 pytestmark = pytest.mark.kube
 
 ADMIN = {"admissionPolicy": {"jailHostPaths": ["/srv/jails"], "pluginPaths": ["/opt/site/spank"],
-                             "programPaths": ["/opt/site/bin"]}}
+                             "programPaths": ["/opt/site/bin"], "seccompProfileDirs": ["site/seccomp"]}}
 
 
 def _cluster(namespace: str, name: str = "hpc", **spec) -> dict:
@@ -121,8 +121,15 @@ def test_a_writer_is_held_to_the_admins_lists(control_plane, tools, kubectl, crd
         unconfined = {"name": "box", "pyxis": {"enabled": True, "seccompProfile": {"type": "Unconfined"}}}
         err = _refused(kubectl, _cluster(namespace, nodeSets=[{"name": "cpu"}, unconfined]))
         assert "spec.nodeSets[box].pyxis.seccompProfile: Unconfined runs the workers with no syscall filter" in err
-        assert _create(kubectl, _cluster(namespace, nodeSets=[{"name": "box", "pyxis": {
-            "enabled": True, "seccompProfile": {"localhostProfile": "site/enroot.json"}}}])).returncode == 0
+        # ...nor under a profile of the nodes the admin did not choose (one may allow everything).
+        foreign = {"name": "box", "pyxis": {"enabled": True, "seccompProfile": {"localhostProfile": "spo/any.json"}}}
+        err = _refused(kubectl, _cluster(namespace, nodeSets=[foreign]))
+        assert "spec.nodeSets[box].pyxis.seccompProfile.localhostProfile (spo/any.json): not in a directory of " \
+               "seccomp profiles the cluster admin allows (soperator, site/seccomp;" in err
+        for profile in ({"localhostProfile": "site/seccomp/enroot.json"}, {"localhostProfile": "soperator/x.json"},
+                        {"type": "Localhost"}, {}):
+            assert _create(kubectl, _cluster(namespace, nodeSets=[{"name": "box", "pyxis": {
+                "enabled": True, "seccompProfile": profile}}])).returncode == 0, profile
 
         # Programs slurmd and slurmctld run as root or SlurmUser, and where plugins load from.
         for key, value in (("Prolog", "/tmp/p"), ("epilog", "/var/tmp/e"), ("RebootProgram", "/sbin/reboot"),
@@ -157,15 +164,17 @@ def test_tightened_lists_bind_new_specs_not_the_operators_writes(control_plane, 
         stored = _cluster(namespace, images=pinned, jail={"volume": {"hostPath": "/srv/jails/hpc"}})
         assert _create(kubectl, stored, dry_run=False).returncode == 0
 
-        # The admin requires digests and stops allowing host-path jails.
-        _install(control_plane, tools, namespace, tmp_path, {"admissionPolicy": {"requireImageDigests": True}},
-                 action="upgrade")
+        # The admin requires digests, stops allowing host-path jails and allows Pyxis workers unconfined.
+        _install(control_plane, tools, namespace, tmp_path, {"admissionPolicy": {
+            "requireImageDigests": True, "allowUnconfinedSeccomp": True}}, action="upgrade")
         _policy_in_force(kubectl, namespace, _cluster(namespace, name="other"))
         err = _refused(kubectl, _cluster(namespace, name="other", images={
             "controller": "localhost/soperator/controller@sha256:" + "a" * 64, "worker": "localhost/soperator/w:1"}))
         assert "spec.images.worker, spec.images.login, spec.images.populateJail: the cluster admin requires " \
                "every image by digest" in err
         assert _create(kubectl, _cluster(namespace, name="other", images=pinned)).returncode == 0
+        assert _create(kubectl, _cluster(namespace, name="other", images=pinned, nodeSets=[{"name": "box", "pyxis": {
+            "enabled": True, "seccompProfile": {"type": "Unconfined"}}}])).returncode == 0
         err = _refused(kubectl, _cluster(namespace, name="other", images=pinned, accounting={"enabled": True}))
         assert "spec.images.database: the cluster admin requires every image by digest" in err
 

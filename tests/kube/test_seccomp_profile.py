@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from soperator.api.spec import NodeSetSpec
-from soperator.render.seccomp_profile import ENROOT_NEEDS, PYXIS_WORKER_PROFILE, pyxis_worker_profile
+from soperator.render.seccomp_profile import ENROOT_NEEDS, pyxis_worker_profile, pyxis_worker_profile_path
 from soperator.render.worker import worker_security_context
 from tests.cluster.node import PAUSE_IMAGE
 from tests.support.wait import until
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.kube
 def installed_profile(node):
     """As the operator chart's DaemonSet puts it: under the kubelet's seccomp directory."""
     directory = node.workdir / "kubelet" / "seccomp"
-    path = directory / PYXIS_WORKER_PROFILE
+    path = directory / pyxis_worker_profile_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(pyxis_worker_profile()))
     yield path
@@ -70,6 +70,7 @@ def test_the_pyxis_profile_is_the_runtime_default_plus_pivot_root(node, kubectl,
     default, ours = (_oci_seccomp(node, kubectl, namespace, pod) for pod in ("plain", "pyxis"))
     # containerd took our file as it is: the worker pod runs under it.
     assert ours["syscalls"] == pyxis_worker_profile()["syscalls"]
+    assert ours["defaultErrnoRet"] == pyxis_worker_profile()["defaultErrnoRet"] == 38  # ENOSYS
     assert ours["defaultAction"] == default["defaultAction"] == "SCMP_ACT_ERRNO"
     default_always, default_when = _allowed(default)
     ours_always, ours_when = _allowed(ours)

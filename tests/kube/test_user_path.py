@@ -25,6 +25,7 @@ import pytest
 
 from images.build import build_all, image_ref
 from images.podman import PodmanError
+from soperator.render.seccomp_profile import profile_json, pyxis_worker_profile_path
 from tests.cluster.node import NODE_IP
 from tests.kube.conftest import adopt_crd
 from tests.kube.test_operator import scrape
@@ -408,9 +409,8 @@ def _container_jobs_on_a_pyxis_node_set(kubectl, namespace: str, login: Login, j
     podman://`), and its output lands in the jail. Its worker runs under soperator's seccomp profile,
     which the operator chart's DaemonSet installed on the node; the node set removed again leaves the
     first one's pods as they were."""
-    installed = node.workdir / "kubelet" / "seccomp" / "soperator" / "pyxis-worker.json"
-    assert installed.read_text() == (ROOT / "charts" / "slurm-operator" / "files" / "seccomp" /
-                                     "pyxis-worker.json").read_text()
+    installed = node.workdir / "kubelet" / "seccomp" / pyxis_worker_profile_path()
+    assert installed.read_text() == profile_json()
     image = jail / "home" / "alice" / "bookworm.sqsh"
     import_podman_image(bookworm_image(workdir), image, workdir)
     shutil.chown(image, 2001, 2001)
@@ -437,7 +437,7 @@ def _container_jobs_on_a_pyxis_node_set(kubectl, namespace: str, login: Login, j
     assert seccomp == {f"{NAME}-box-0": "2", f"{NAME}-worker-0": "2"}
     box = json.loads(kubectl("-n", namespace, "get", "pod", f"{NAME}-box-0", "-o", "json").stdout)
     assert box["spec"]["containers"][0]["securityContext"]["seccompProfile"] == {
-        "type": "Localhost", "localhostProfile": "soperator/pyxis-worker.json"}
+        "type": "Localhost", "localhostProfile": pyxis_worker_profile_path()}
     kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
         {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}], "partitions": [main]}}))
     until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-box", check=False).returncode != 0, 180,

@@ -3,13 +3,17 @@ import base64
 import json
 
 import pytest
+from pydantic import ValidationError
 
+from soperator.api.spec import NodeSetSpec
 from soperator.api.validate import SpecError
 from soperator.node.mounts import LOGIN, WORKER
 from soperator.render import render_all
 from soperator.render.configs import Storage, slurm_files, slurmdbd_conf, worker_node_conf
 from soperator.render.paths import CONFIG_HASH_ANNOTATION
 from soperator.render.populate_jail import populate_jail_job
+from soperator.render.seccomp_profile import pyxis_worker_profile_path
+from soperator.render.worker import worker_security_context
 from soperator.yamlio import dump_all
 from tests.conftest import make_cluster
 
@@ -153,6 +157,20 @@ def test_a_worker_pod_is_limited_to_its_real_memory_and_shm_and_daemons_unless_t
     assert limits["big-request"] == {"requests": {"memory": "100Gi"}, "limits": {"memory": "102400Mi"}}
 
 
+def test_a_pyxis_node_set_may_name_another_installed_profile_or_none():
+    def profile(seccomp: dict) -> dict:
+        node_set = NodeSetSpec.model_validate({"name": "b", "pyxis": {"enabled": True, "seccompProfile": seccomp}})
+        return worker_security_context(node_set)["seccompProfile"]
+
+    assert profile({"localhostProfile": "site/seccomp/enroot.json"}) == {
+        "type": "Localhost", "localhostProfile": "site/seccomp/enroot.json"}
+    assert profile({"type": "Unconfined"}) == {"type": "Unconfined"}
+    for bad in ({"type": "Unconfined", "localhostProfile": "a.json"}, {"localhostProfile": "../a.json"},
+                {"localhostProfile": "/var/lib/a.json"}, {"type": "RuntimeDefault"}):
+        with pytest.raises(ValidationError, match="seccompProfile"):
+            profile(bad)
+
+
 def test_an_sshd_change_rolls_only_login(keys):
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ1aXhiSl5sMPz9ViyQz1O0aVd9hP0N1T9YvYzVZ8v0m x"
     before = render_all(make_cluster(), keys)
@@ -199,7 +217,7 @@ def test_only_a_node_set_with_pyxis_gets_enroot_its_volume_and_its_own_seccomp_p
     assert {v["name"] for v in plain["volumes"]}.isdisjoint({"enroot", "enroot-credentials"})
     container = gpu["containers"][0]
     assert container["securityContext"]["seccompProfile"] == {"type": "Localhost",
-                                                              "localhostProfile": "soperator/pyxis-worker.json"}
+                                                              "localhostProfile": pyxis_worker_profile_path()}
     assert container["securityContext"]["capabilities"] == plain["containers"][0]["securityContext"]["capabilities"]
     conf = next(e["value"] for e in container["env"] if e["name"] == "SOPERATOR_ENROOT_CONF")
     settings = dict(line.split(" ", 1) for line in conf.splitlines() if line and not line.startswith("#"))

@@ -490,6 +490,29 @@ def test_the_steps_procfs_keeps_the_runtimes_masks(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.parametrize("null", ["file", "other-device"])
+def test_a_jail_whose_null_device_is_not_one_refuses_the_step(tmp_path, null):
+    """Masked files are bound to /dev/null: were the jail's a plain file (or another device), each
+    would become a file root could write, so the step is refused instead."""
+    jail = str(make_thin_jail(tmp_path / "jail"))
+
+    def child(out):
+        _bind_usr(jail)
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.umount2(f"{jail}/dev/null".encode(), 0) == 0
+        if null == "other-device":  # /dev/zero in its place
+            assert libc.mount(b"/dev/zero", f"{jail}/dev/null".encode(), None, MS_BIND, None) == 0
+        err = _err()
+        rc = lib.soperator_enter_jail(jail.encode(), err, 512)
+        os.write(out, f"{rc} ".encode() + ffi.string(err))
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0 and data.decode() == "-1 /dev/null is not the null device (character device 1:3): /proc " \
+                                          "cannot be masked with it", data
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 def test_sessions_lose_sys_admin_but_keep_chroot():
     """sshd (and so root's login session) keeps CAP_SYS_CHROOT for ChrootDirectory and the tasks'
     allowlist, and no CAP_SYS_ADMIN: root's session cannot mount over its procfs' masks."""

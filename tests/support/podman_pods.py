@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from images.podman import PodmanError, podman
+from soperator.render.seccomp_profile import PROFILE_DIR
 from tests.support_paths import ROOT
 
 
@@ -80,7 +81,7 @@ class VolumeStore:
 
 def localhost_profile(name: str) -> Path:
     directory, _, file = name.partition("/")
-    assert directory == "soperator", f"not a profile the operator chart installs: {name}"
+    assert directory == PROFILE_DIR, f"not a profile the operator chart installs: {name}"
     return ROOT / "charts" / "slurm-operator" / "files" / "seccomp" / file
 
 

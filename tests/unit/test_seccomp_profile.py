@@ -7,16 +7,19 @@ import os
 import subprocess
 import sys
 
-from soperator.render.seccomp_profile import REFUSED, pyxis_worker_profile, profile_json
+from soperator.render.seccomp_profile import (NOT_OFFERED, REFUSED, profile_file_name, profile_json,
+                                               pyxis_worker_profile, pyxis_worker_profile_path)
 from soperator.seccomp_install import install_profiles
 from tests.support_paths import ROOT
 
-SHIPPED = ROOT / "charts" / "slurm-operator" / "files" / "seccomp" / "pyxis-worker.json"
+SHIPPED = ROOT / "charts" / "slurm-operator" / "files" / "seccomp"
 
 
-def test_the_chart_ships_the_profile_the_code_writes():
-    assert SHIPPED.read_text() == profile_json(), "run `soperator seccomp-profile --write " \
-                                                  f"{SHIPPED.relative_to(ROOT)}`"
+def test_the_chart_ships_the_profile_the_code_writes_under_its_digest():
+    assert sorted(os.listdir(SHIPPED)) == [profile_file_name()], \
+        f"run `soperator seccomp-profile --write-dir {SHIPPED.relative_to(ROOT)}`"
+    assert (SHIPPED / profile_file_name()).read_text() == profile_json()
+    assert pyxis_worker_profile_path() == f"soperator/{profile_file_name()}"
     out = subprocess.run([sys.executable, "-m", "soperator.cli", "seccomp-profile"], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout
     assert out == profile_json()
@@ -27,8 +30,8 @@ def test_an_allowlist_that_lets_enroot_pivot_root_and_refuses_the_nodes_powers()
     assert profile["defaultAction"] == "SCMP_ACT_ERRNO" and profile["defaultErrnoRet"] == 38  # ENOSYS
     allowed = set(profile["syscalls"][0]["names"])
     assert {"pivot_root", "mount", "umount2", "unshare", "setns", "clone3", "chroot"} <= allowed
-    assert allowed.isdisjoint(REFUSED) and allowed.isdisjoint({"init_module", "kexec_load", "open_by_handle_at",
-                                                               "personality", "nfsservctl"})
+    assert allowed.isdisjoint(REFUSED | NOT_OFFERED) and allowed.isdisjoint({
+        "init_module", "kexec_load", "open_by_handle_at", "personality", "nfsservctl", "io_uring_setup"})
     refusal = profile["syscalls"][-1]
     assert set(refusal["names"]) == REFUSED and refusal["errnoRet"] == 1  # EPERM
 
@@ -47,3 +50,7 @@ def test_install_writes_only_what_changed_and_replaces_whole_files(tmp_path):
     assert (target / "a.json").read_text() == '{"defaultAction": "SCMP_ACT_ERRNO"}'
     assert (target / "a.json").stat().st_ino != inode  # renamed over, never rewritten in place
     assert sorted(os.listdir(target)) == ["a.json"] and oct((target / "a.json").stat().st_mode & 0o777) == "0o644"
+    # A copy cut short (the pod killed mid-write) leaves its temporary file: the next start sweeps it.
+    (target / ".a.json.x1y2z3").write_text("{")
+    install_profiles(source, target)
+    assert sorted(os.listdir(target)) == ["a.json"]
