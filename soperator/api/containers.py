@@ -34,8 +34,7 @@ class PyxisSeccompProfile(ApiModel):
     """The workers' seccomp profile, as a pod's securityContext names it."""
 
     model_config = ConfigDict(json_schema_extra=cel(
-        ("self.type == 'Localhost' || !has(self.localhostProfile) || self.localhostProfile == null",
-         "localhostProfile applies to type Localhost only")))
+        ("self.type == 'Localhost' || !has(self.localhostProfile)", "localhostProfile applies to type Localhost only")))
 
     type: Literal["Localhost", "Unconfined"] = Field(
         default="Localhost", description="Localhost: a profile installed on the nodes (the operator chart installs "
