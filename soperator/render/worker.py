@@ -67,13 +67,14 @@ def worker_limits(node_set: NodeSetSpec) -> dict[str, str]:
     jobs, the pod's /dev/shm (memory too) and the daemons beside them. Without it a worker could take
     the whole node's memory, other pods' included; with it, the memory request defaults to the same,
     so the scheduler places the pod where that much is free."""
+    def mib(quantity: str) -> int:
+        return math.ceil(quantity_value(quantity) / 2**20)
+
     limits = {GPU_RESOURCE: str(node_set.gpus)} if node_set.gpus else {}
     if "memory" not in node_set.resources.limits:
-        mib = node_set.real_memory_mib + math.ceil(quantity_value(node_set.shared_memory_size) / 2**20) + DAEMONS_MIB
+        needed = node_set.real_memory_mib + mib(node_set.shared_memory_size) + DAEMONS_MIB
         request = node_set.resources.requests.get("memory")
-        if request is not None:
-            mib = max(mib, math.ceil(quantity_value(request) / 2**20))
-        limits["memory"] = f"{mib}Mi"
+        limits["memory"] = f"{max(needed, mib(request)) if request is not None else needed}Mi"
     return limits
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from images.podman import PodmanError, podman
 from soperator.render.seccomp_profile import PROFILE_DIR
-from tests.support_paths import ROOT
+from tests.support_paths import SECCOMP_FILES
 
 
 @dataclass
@@ -82,7 +82,7 @@ class VolumeStore:
 def localhost_profile(name: str) -> Path:
     directory, _, file = name.partition("/")
     assert directory == PROFILE_DIR, f"not a profile the operator chart installs: {name}"
-    return ROOT / "charts" / "slurm-operator" / "files" / "seccomp" / file
+    return SECCOMP_FILES / file
 
 
 def security_args(pod: dict, container: dict) -> list[str]:

@@ -10,15 +10,13 @@ import sys
 from soperator.render.seccomp_profile import (NOT_OFFERED, REFUSED, profile_file_name, profile_json,
                                                pyxis_worker_profile, pyxis_worker_profile_path)
 from soperator.seccomp_install import install_profiles
-from tests.support_paths import ROOT
-
-SHIPPED = ROOT / "charts" / "slurm-operator" / "files" / "seccomp"
+from tests.support_paths import ROOT, SECCOMP_FILES
 
 
 def test_the_chart_ships_the_profile_the_code_writes_under_its_digest():
-    assert sorted(os.listdir(SHIPPED)) == [profile_file_name()], \
-        f"run `soperator seccomp-profile --write-dir {SHIPPED.relative_to(ROOT)}`"
-    assert (SHIPPED / profile_file_name()).read_text() == profile_json()
+    assert sorted(os.listdir(SECCOMP_FILES)) == [profile_file_name()], \
+        f"run `soperator seccomp-profile --write-dir {SECCOMP_FILES.relative_to(ROOT)}`"
+    assert (SECCOMP_FILES / profile_file_name()).read_text() == profile_json()
     assert pyxis_worker_profile_path() == f"soperator/{profile_file_name()}"
     out = subprocess.run([sys.executable, "-m", "soperator.cli", "seccomp-profile"], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout
