@@ -7,23 +7,17 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import yaml
 
-from soperator.kube import Kube
+from bench.crd_plane import crd_plane
 from soperator.reconcile import reconcile
-from tests.cluster.controlplane import ControlPlane
-from tests.cluster.tools import ensure_tools
-from tests.kube.conftest import Kubectl, _configuration
 from tests.kube.test_operator import Operator
 from tests.kube.test_reconcile import _finish_job, _names
 
-ROOT = Path(__file__).resolve().parent.parent
 API = "slurm.soperator.dev/v1alpha1"
 
 
@@ -48,19 +42,10 @@ def _rss_mib(pid: int) -> float:
 
 
 def main() -> None:
-    from kubernetes import client
-
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--clusters", type=int, default=50)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="soperator-bench-"))
-    plane = ControlPlane(work / "cp").start()
-    try:
-        kubectl = Kubectl(ensure_tools()["kubectl"], plane.kubeconfig)
-        kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-        kubectl("wait", "--for=condition=Established", "crd/slurmclusters.slurm.soperator.dev")
-        kubectl("create", "namespace", "bench")
-        kube = Kube(client.ApiClient(configuration=_configuration(plane)))
+    with crd_plane("bench") as (plane, kubectl, kube, work):
         op = Operator(plane, work, "bench")
         try:
             time.sleep(3)  # operator start-up, not part of the figure
@@ -86,9 +71,6 @@ def main() -> None:
                   f"{args.clusters} clusters")
         finally:
             op.stop()
-    finally:
-        plane.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from bench.slurm_status import NAME, bench_cluster, growing_slurm, run_sizes
 from soperator.render.configs import placeholder_node_name
-from soperator.slurm_metrics import SlurmCollector, Target
+from soperator.metrics.slurm import SlurmCollector, Target
 
 
 def measure(sizes: list[int]) -> list[dict]:

@@ -112,14 +112,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     import kopf
 
     from soperator import handlers  # registers the handlers
+    from soperator.kube import Kube
 
-    handlers.WATCHED_NAMESPACES[:] = args.namespace or []
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # An explicit identity: kopf's default asks getpass for a user name, and a container running as
     # a UID with no passwd entry (any securityContext.runAsUser) has none.
     kopf.run(clusterwide=not args.namespace, namespaces=args.namespace or [],
              liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-             standalone=True, identity=f"soperator@{socket.gethostname()}")
+             standalone=True, identity=f"soperator@{socket.gethostname()}",
+             memo=handlers.new_memo(Kube.from_environment(), args.namespace or []))
     return 0
 
 

@@ -13,57 +13,55 @@ import threading
 
 import kopf
 
-from soperator import metrics, metrics_access
+from soperator.metrics import access, server
 from soperator.api import GROUP, PLURAL, VERSION
 from soperator.kube import Kube
 from soperator.reconcile import reconcile
 
 RESYNC_SECONDS = float(os.environ.get("SOPERATOR_RESYNC_SECONDS", "60"))
-_kube: Kube | None = None
-# The namespaces `soperator run -n` watches; empty: cluster-wide. The resync lists only these, since
-# the chart grants a Role per watched namespace and no cluster-wide list.
-WATCHED_NAMESPACES: list[str] = []
 
 
-def kube() -> Kube:
-    global _kube
-    if _kube is None:
-        from kubernetes import client, config
+class ClusterLocks:
+    """One pass at a time per cluster. kopf runs sync handlers in a thread pool: a SlurmCluster's event
+    and its StatefulSets' events (all at once after an operator restart) would reconcile one cluster
+    twice at the same time, and both passes delete the same pod (seen on the real node: the second got
+    404). A deleted cluster's lock is dropped."""
 
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            config.load_kube_config()
-        _kube = Kube(client.ApiClient())
-    return _kube
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._guard = threading.Lock()
 
+    def of(self, namespace: str, name: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault((namespace, name), threading.Lock())
 
-# kopf runs sync handlers in a thread pool: a SlurmCluster's event and its StatefulSets' events (all
-# at once after an operator restart) would reconcile one cluster twice at the same time, and both
-# passes delete the same pod (seen on the real node: the second got 404). One pass at a time per cluster.
-_locks: dict[tuple[str, str], threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def _lock(namespace: str, name: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault((namespace, name), threading.Lock())
+    def forget(self, namespace: str, name: str) -> None:
+        with self._guard:
+            self._locks.pop((namespace, name), None)
 
 
-def _reconcile(body: dict) -> None:
-    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
-    with _lock(namespace, name), metrics.timed(namespace, name):
+def new_memo(kube: Kube, namespaces: list[str]) -> kopf.Memo:
+    """The operator's state, which kopf hands to every handler (each object's memo is a shallow copy,
+    so all share these): the one `kube` client; `namespaces`, the ones `soperator run -n` watches
+    (empty: cluster-wide; the resync lists only these, since the chart grants a Role per watched
+    namespace and no cluster-wide list); the per-cluster `locks`."""
+    return kopf.Memo(kube=kube, namespaces=list(namespaces), locks=ClusterLocks())
+
+
+def _reconcile(memo: kopf.Memo, namespace: str, name: str) -> None:
+    kube: Kube = memo.kube
+    with memo.locks.of(namespace, name), server.timed(namespace, name):
         # The body may be older than the last pass's writes: read it again under the lock.
-        body = kube().get(f"{GROUP}/{VERSION}", "SlurmCluster", namespace, name)
+        body = kube.get(f"{GROUP}/{VERSION}", "SlurmCluster", namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return  # deleted meanwhile: owner references take the children
-        result = reconcile(kube(), body)
+        result = reconcile(kube, body)
     if result.slurm is not None:
-        metrics.SLURM.track(result.slurm)  # scrapes read its Slurm from now on
+        server.SLURM.track(result.slurm)  # scrapes read its Slurm from now on
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, **_) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> None:
     # Watches silently stall without these (a known kopf/aiohttp issue): reconnect periodically.
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
@@ -72,31 +70,34 @@ async def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.peering.standalone = True  # one replica (Recreate strategy); no peering objects
     # Scanning lists Namespaces and CRDs cluster-wide; a namespaced operator has a Role per namespace
     # only (see the chart), and the CRD is installed with it, so it has nothing to discover.
-    settings.scanning.disabled = bool(WATCHED_NAMESPACES)
-    asyncio.get_running_loop().create_task(_resync_loop())
-    _serve_metrics()
+    settings.scanning.disabled = bool(memo.namespaces)
+    asyncio.get_running_loop().create_task(_resync_loop(memo))
+    _serve_metrics(memo.kube)
 
 
-def _serve_metrics() -> None:
+def _serve_metrics(kube: Kube) -> None:
     """SOPERATOR_METRICS_AUTH=kubernetes (the default): TLS and RBAC-checked tokens on every interface;
     none: plain HTTP on loopback only."""
     port = int(os.environ.get("SOPERATOR_METRICS_PORT", "8080"))
     mode = os.environ.get("SOPERATOR_METRICS_AUTH", "kubernetes")
     if mode == "none":
-        metrics.serve(port)
+        server.serve(port)
     elif mode == "kubernetes":
-        metrics.serve(port, metrics_access.TokenGate(kube()),
-                      metrics_access.server_context(os.environ.get("SOPERATOR_METRICS_CERT_DIR") or None))
+        server.serve(port, access.TokenGate(kube),
+                      access.server_context(os.environ.get("SOPERATOR_METRICS_CERT_DIR") or None))
     else:
         raise kopf.PermanentError(f"SOPERATOR_METRICS_AUTH: expected kubernetes or none, got {mode!r}")
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def on_event(type: str, body: kopf.Body, **_) -> None:  # noqa: A002 - kopf's argument name
+def on_event(type: str, body: kopf.Body, memo: kopf.Memo, **_) -> None:  # noqa: A002 - kopf's argument name
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     if type == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
-        metrics.SLURM.forget(body["metadata"]["namespace"], body["metadata"]["name"])
+        server.SLURM.forget(namespace, name)
+        if type == "DELETED":
+            memo.locks.forget(namespace, name)
         return  # owner references garbage-collect the children
-    _reconcile(dict(body))
+    _reconcile(memo, namespace, name)
 
 
 MANAGED = {"app.kubernetes.io/managed-by": "soperator"}
@@ -104,28 +105,21 @@ MANAGED = {"app.kubernetes.io/managed-by": "soperator"}
 
 @kopf.on.event("batch", "v1", "jobs", labels=MANAGED)
 @kopf.on.event("apps", "v1", "statefulsets", labels=MANAGED)
-def on_child_event(body: kopf.Body, **_) -> None:
+def on_child_event(body: kopf.Body, memo: kopf.Memo, **_) -> None:
     """A child changed (the populate Job finished, pods became ready): reconcile its SlurmCluster."""
     for ref in body.get("metadata", {}).get("ownerReferences") or []:
         if ref.get("kind") == "SlurmCluster":
             # _reconcile reads the owner itself (and skips it if deleted): its name is enough here.
-            _reconcile({"metadata": {"namespace": body["metadata"]["namespace"], "name": ref["name"]}})
+            _reconcile(memo, body["metadata"]["namespace"], ref["name"])
 
 
-async def _resync_loop() -> None:
+async def _resync_loop(memo: kopf.Memo) -> None:
     """The periodic level-based pass: catches drift that produced no event on the SlurmCluster."""
     while True:
         await asyncio.sleep(RESYNC_SECONDS)
         try:
-            items = await asyncio.to_thread(_list_clusters)
+            items = await asyncio.to_thread(memo.kube.list_all, f"{GROUP}/{VERSION}", "SlurmCluster", memo.namespaces)
             for body in items:
-                await asyncio.to_thread(_reconcile, body)
+                await asyncio.to_thread(_reconcile, memo, body["metadata"]["namespace"], body["metadata"]["name"])
         except Exception:  # noqa: BLE001 - keep resyncing; the error is logged and counted
             logging.getLogger("soperator").exception("resync failed")
-
-
-def _list_clusters() -> list[dict]:
-    res = kube().dynamic.resources.get(api_version=f"{GROUP}/{VERSION}", kind="SlurmCluster")
-    if not WATCHED_NAMESPACES:
-        return res.get().to_dict().get("items", [])
-    return [item for ns in WATCHED_NAMESPACES for item in res.get(namespace=ns).to_dict().get("items", [])]

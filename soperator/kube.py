@@ -1,10 +1,11 @@
 """The operator's only door to the Kubernetes API: get, list, server-side apply, create, delete, status,
 pod conditions, events.
 
-Every write goes through here, so a test can count them (see `writes`).
+Every call goes through here, so a test or bench can count them (`writes`, and `calls` by verb and kind).
 """
 from __future__ import annotations
 
+import collections
 import datetime
 
 from kubernetes import client
@@ -12,43 +13,80 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
 FIELD_MANAGER = "soperator"
+_READS = ("get", "list")
 
 
 class Kube:
     def __init__(self, api_client: client.ApiClient):
         self.api_client = api_client
         self.dynamic = DynamicClient(api_client)
-        self.writes = 0
+        self.calls: collections.Counter[tuple[str, str]] = collections.Counter()  # (verb, kind): count
 
     def _res(self, api_version: str, kind: str):
         return self.dynamic.resources.get(api_version=api_version, kind=kind)
 
+    @classmethod
+    def from_environment(cls) -> "Kube":
+        """In a pod, its service account; elsewhere, the kubeconfig (KUBECONFIG or ~/.kube/config)."""
+        from kubernetes import config
+
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
+        return cls(client.ApiClient())
+
+    def _count(self, verb: str, kind: str) -> None:
+        self.calls[verb, kind] += 1
+
+    @property
+    def reads(self) -> int:
+        return sum(n for (verb, _), n in self.calls.items() if verb in _READS)
+
+    @property
+    def writes(self) -> int:
+        return sum(n for (verb, _), n in self.calls.items() if verb not in _READS)
+
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict | None:
+        self._count("get", kind)
         try:
             return self._res(api_version, kind).get(name=name, namespace=namespace).to_dict()
         except NotFoundError:
             return None
 
     def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict]:
+        self._count("list", kind)
         res = self._res(api_version, kind).get(namespace=namespace, label_selector=label_selector)
         return res.to_dict().get("items") or []
 
+    def list_all(self, api_version: str, kind: str, namespaces: list[str]) -> list[dict]:
+        """Every object of a kind in these namespaces, or cluster-wide when none are given."""
+        res = self._res(api_version, kind)
+        if not namespaces:
+            self._count("list", kind)
+            return res.get().to_dict().get("items") or []
+        out = []
+        for namespace in namespaces:
+            self._count("list", kind)
+            out += res.get(namespace=namespace).to_dict().get("items") or []
+        return out
+
     def apply(self, obj: dict) -> dict:
         """Server-side apply with our field manager; forced, since these fields are ours to own."""
-        self.writes += 1
+        self._count("apply", obj["kind"])
         meta = obj["metadata"]
         return self._res(obj["apiVersion"], obj["kind"]).server_side_apply(
             body=obj, name=meta["name"], namespace=meta.get("namespace"), field_manager=FIELD_MANAGER,
             force_conflicts=True).to_dict()
 
     def create(self, obj: dict) -> dict:
-        self.writes += 1
+        self._count("create", obj["kind"])
         return self._res(obj["apiVersion"], obj["kind"]).create(
             body=obj, namespace=obj["metadata"].get("namespace")).to_dict()
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """False if it was gone already: what was asked for holds."""
-        self.writes += 1
+        self._count("delete", kind)
         try:
             self._res(api_version, kind).delete(name=name, namespace=namespace,
                                                 body={"propagationPolicy": "Background"})
@@ -58,19 +96,19 @@ class Kube:
 
     def patch(self, api_version: str, kind: str, namespace: str, name: str, patch: dict) -> None:
         """A merge patch of fields no rendered object holds (the replicas of a removed node set)."""
-        self.writes += 1
+        self._count("patch", kind)
         self._res(api_version, kind).patch(name=name, namespace=namespace, body=patch,
                                            content_type="application/merge-patch+json")
 
     def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: dict) -> None:
-        self.writes += 1
+        self._count("patch", f"{kind}/status")
         self._res(api_version, kind).status.patch(
             name=name, namespace=namespace, body={"status": status}, content_type="application/merge-patch+json")
 
     def patch_pod_condition(self, namespace: str, name: str, condition: dict) -> bool:
         """Set one condition of a pod's status; the kubelet keeps conditions of types it does not own.
         False if the pod is gone (deleted since it was listed): it has no condition left to set."""
-        self.writes += 1
+        self._count("patch", "Pod/status")
         try:
             self._res("v1", "Pod").status.patch(
                 name=name, namespace=namespace, body={"status": {"conditions": [condition]}},
@@ -85,6 +123,7 @@ class Kube:
         403 above all, is raised: a missing permission must not pass for an empty log."""
         core = client.CoreV1Api(self.api_client)
         for previous in (False, True):
+            self._count("get", "Pod/log")
             try:
                 # The client gives None for an empty body (a pod with no log yet), not ''.
                 return core.read_namespaced_pod_log(pod, namespace, container=container, tail_lines=lines,
@@ -113,7 +152,7 @@ class Kube:
 
     def event(self, owner: dict, kind: str, reason: str, message: str) -> None:
         """A core/v1 Event on the SlurmCluster: `kubectl describe` shows it."""
-        self.writes += 1
+        self._count("create", "Event")
         meta = owner["metadata"]
         now = datetime.datetime.now(datetime.timezone.utc).isoformat()
         body = {

@@ -51,7 +51,7 @@ int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
 /* For sshd on a login node, before it starts (it inherits this from the entrypoint, which keeps its own
  * effective capabilities): the tasks' bounding set plus CAP_SYS_CHROOT, which ChrootDirectory needs.
  * So root's session, like root's job step, holds no CAP_SYS_ADMIN and cannot unmount the masks on its
- * procfs (it can still leave sshd's chroot with CAP_SYS_CHROOT: README, Security). Returns 0, or -1
+ * procfs (it can still leave sshd's chroot with CAP_SYS_CHROOT: docs/security.md). Returns 0, or -1
  * with the reason in err. */
 int soperator_limit_session_capabilities(char *err, size_t errlen);
 

@@ -23,10 +23,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from .drains import CONTAINER_RESTARTED
 from .scontrol import scontrol
 from .supervise import log
 
-REASON = "soperator:container-restarted: its jobs died with the previous container"
 # States under which slurmctld counts jobs on the node (the first is the base state, flags follow).
 BUSY = {"ALLOCATED", "MIXED", "COMPLETING"}
 
@@ -71,7 +71,7 @@ def record(name: str, env: dict[str, str] | None = None) -> tuple[Record | None,
 
 def down_reason(node: Record) -> str:
     """A drained or failed node keeps its reason (it returns drained, as its owner left it)."""
-    return node.reason if {"DRAIN", "FAIL"} & set(node.state) and node.reason else REASON
+    return node.reason if {"DRAIN", "FAIL"} & set(node.state) and node.reason else CONTAINER_RESTARTED
 
 
 def previous_record(name: str, env: dict[str, str], wait: float, stop: Callable[[], bool],

@@ -3,7 +3,7 @@ and afterwards resume exactly the nodes this drained.
 
 Runs in the populate Job's pod (init container `hold-nodes` before the fill, container
 `release-nodes` after it), with scontrol and the cluster's munge key. Ownership of a drain is its
-reason: only nodes drained with REASON are resumed, so an admin's drain stays. A node whose state
+reason: only nodes drained with POPULATE_HOLD are resumed, so an admin's drain stays. A node whose state
 Slurm cannot vouch for (not responding, or scontrol failing) is never taken for idle: the hold waits.
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ import re
 import time
 from dataclasses import dataclass
 
+from .drains import POPULATE_HOLD, owned
 from .scontrol import scontrol
 from .supervise import log
 
-REASON = "soperator:populate-jail-overwrite"
 # Base states in which a drained node runs nothing; COMPLETING and NOT_RESPONDING flags rule it out.
 QUIET_BASES = {"IDLE", "DOWN", "FUTURE"}
 _FIELD = re.compile(r"(?:^|\s)(NodeName|State|Reason)=(\S*)")
@@ -30,7 +30,7 @@ class Node:
 
     @property
     def drained_by_us(self) -> bool:
-        return "DRAIN" in self.flags and self.reason == REASON
+        return owned(self.flags, self.reason, POPULATE_HOLD)
 
     @property
     def quiet(self) -> bool:
@@ -80,7 +80,7 @@ def hold(poll: float = 5.0) -> None:
     while True:
         nodes = observe()
         if nodes is not None:
-            _update([n.name for n in nodes if "DRAIN" not in n.flags], "State=DRAIN", f"Reason={REASON}")
+            _update([n.name for n in nodes if "DRAIN" not in n.flags], "State=DRAIN", f"Reason={POPULATE_HOLD}")
             busy = [n for n in nodes if not n.quiet]
             if not busy:
                 log(f"held: {len(nodes)} node(s) drained and idle")

@@ -6,18 +6,19 @@ from __future__ import annotations
 import base64
 import re
 
-from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.reconcile.apply import create_once, ensure
 from soperator.reconcile.conditions import Cond
+from soperator.reconcile.observe import Snapshot
 from soperator.render.accounting import DATABASE, accounting_objects, slurmdbd_conf_secret
 from soperator.render.common import object_name
 from soperator.render.configs import SLURMDBD
 from soperator.render.secrets import DB_PASSWORD_FILE, db_password_secret_name
 
 
-def ensure_accounting(kube: Kube, cluster: SlurmCluster) -> Cond | None:
+def ensure_accounting(kube: Kube, snap: Snapshot) -> Cond | None:
     """None when accounting is off: no condition, nothing rendered (and nothing deleted)."""
+    cluster = snap.cluster
     if not cluster.spec.accounting.enabled:
         return None
     name = db_password_secret_name(cluster)
@@ -31,9 +32,9 @@ def ensure_accounting(kube: Kube, cluster: SlurmCluster) -> Cond | None:
         return Cond("AccountingReady", False, "BadPassword", f"Secret {cluster.namespace}/{name}: {exc}")
     create_once(kube, conf)
     for obj in accounting_objects(cluster, conf["metadata"]["name"]):
-        ensure(kube, obj)
+        ensure(kube, snap, obj)
     parts = [SLURMDBD] + ([] if cluster.spec.accounting.external else [DATABASE])
-    waiting = [p for p in parts if not _ready(kube, cluster, p)]
+    waiting = [p for p in parts if not _ready(snap.live("StatefulSet", object_name(cluster, p)))]
     if not waiting:
         return Cond("AccountingReady", True, "Ready", f"{' and '.join(parts)} ready")
     # While a managed database starts, slurmdbd's retries say so too: only the database is named then.
@@ -75,6 +76,5 @@ def diagnose(log: str) -> tuple[str, str] | None:
     return "DatabaseError", f"slurmdbd cannot use its database: {code} {text}"
 
 
-def _ready(kube: Kube, cluster: SlurmCluster, component: str) -> bool:
-    sts = kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, component)) or {}
-    return ((sts.get("status") or {}).get("readyReplicas") or 0) >= 1
+def _ready(sts: dict | None) -> bool:
+    return (((sts or {}).get("status") or {}).get("readyReplicas") or 0) >= 1

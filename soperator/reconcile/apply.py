@@ -6,16 +6,17 @@ from kubernetes.dynamic.exceptions import ConflictError
 
 from soperator.kube import Kube
 from soperator.reconcile.diff import contains
+from soperator.reconcile.observe import Snapshot
 
 
-def ensure(kube: Kube, obj: dict) -> bool:
-    """Apply obj unless the live object already holds it; True if it wrote."""
-    meta = obj["metadata"]
-    live = kube.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+def ensure(kube: Kube, snap: Snapshot, obj: dict) -> dict:
+    """Apply obj unless the snapshot's live object already holds it; the object as it now stands."""
+    live = snap.live(obj["kind"], obj["metadata"]["name"])
     if live is not None and contains(live, obj):
-        return False
-    kube.apply(obj)
-    return True
+        return live
+    applied = kube.apply(obj)
+    snap.wrote(applied)
+    return applied
 
 
 def create_once(kube: Kube, obj: dict) -> None:

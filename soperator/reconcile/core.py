@@ -20,15 +20,18 @@ from soperator.reconcile.accounting import ensure_accounting
 from soperator.reconcile.apply import ensure
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
-from soperator.reconcile.node_actions import (act_on_maintenance, act_on_plans, act_on_rollouts, remove_node_sets,
-                                              removed_node_sets, rollout_plans, scale_plans)
-from soperator.reconcile.slurm_nodes import Connect, connect_in_cluster, observe, slurm_status, worker_pods
+from soperator.reconcile import observe
+from soperator.reconcile.node_actions import act_on_maintenance, act_on_plans, act_on_rollouts, remove_node_sets
+from soperator.reconcile.observe import Snapshot
+from soperator.reconcile.plan import plan_node_sets
+from soperator.reconcile.slurm_nodes import Connect, observe_slurm, slurm_status
+from soperator.slurm.cluster_client import connect_in_cluster
 from soperator.render import config_maps, slurm_nodes
 from soperator.render.login import login_ssh_service_name
 from soperator.render.nodes import CONTROLLER, LOGIN, WORKER
 from soperator.render.common import object_name
 from soperator.render.configs import placeholder_node_name
-from soperator.slurm_metrics import Target
+from soperator.metrics.slurm import Target
 from soperator.render.worker import node_set_stateful_set_name
 
 
@@ -49,66 +52,63 @@ def _ready(sts: dict | None) -> dict[str, int]:
             "ready": (sts.get("status") or {}).get("readyReplicas") or 0}
 
 
-def _live_sets(kube: Kube, cluster: SlurmCluster) -> dict[str, dict | None]:
-    """The cluster's StatefulSets as the apiserver holds them after this pass's apply, by component
-    (controller, login) or node set name: read once, for the rollouts and the counts."""
-    live = {c: kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, c))
-            for c in (CONTROLLER, LOGIN)}
-    live.update({n.name: kube.get("apps/v1", "StatefulSet", cluster.namespace, node_set_stateful_set_name(cluster, n))
-                 for n in cluster.spec.node_sets})
-    return live
-
-
-def _counts(cluster: SlurmCluster, live: dict[str, dict | None]) -> dict[str, dict]:
-    out = {name: _ready(sts) for name, sts in live.items()}
+def _counts(snap: Snapshot) -> dict[str, dict]:
+    """Desired and ready pods per component (controller, login) and node set, from the StatefulSets as
+    this pass left them."""
+    cluster = snap.cluster
+    out = {c: _ready(snap.live("StatefulSet", object_name(cluster, c))) for c in (CONTROLLER, LOGIN)}
+    out.update({n.name: _ready(snap.live("StatefulSet", node_set_stateful_set_name(cluster, n)))
+                for n in cluster.spec.node_sets})
     out[WORKER] = {k: sum(out[n.name][k] for n in cluster.spec.node_sets) for k in ("desired", "ready")}
     return out
 
 
-def _endpoint(kube: Kube, cluster: SlurmCluster) -> str | None:
-    svc = kube.get("v1", "Service", cluster.namespace, login_ssh_service_name(cluster)) or {}
+def _endpoint(snap: Snapshot) -> str | None:
+    """Where users ssh to: the load balancer's address; for a NodePort, the node a login pod runs on;
+    the Service's in-cluster name while neither exists (or for a ClusterIP)."""
+    name = login_ssh_service_name(snap.cluster)
+    svc = snap.live("Service", name)
+    if svc is None:
+        return None
     ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
     if ingress:
         return f"{ingress[0].get('ip') or ingress[0].get('hostname')}:22"
     spec = svc.get("spec") or {}
     ports = spec.get("ports") or []
-    if spec.get("type") == "NodePort" and ports and ports[0].get("nodePort"):
-        return f"<node-ip>:{ports[0]['nodePort']}"
-    if spec.get("type") == "ClusterIP":
-        return f"{login_ssh_service_name(cluster)}.{cluster.namespace}.svc:22"
-    return None
+    hosts = snap.login_host_ips()
+    if spec.get("type") == "NodePort" and ports and ports[0].get("nodePort") and hosts:
+        return f"{hosts[0]}:{ports[0]['nodePort']}"
+    return f"{name}.{snap.cluster.namespace}.svc:22"
 
 
 def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = connect_in_cluster) -> Result:
+    """Observe (one snapshot), then the gates in order, then plan the node sets and act on the plan."""
+    snap = observe.take(kube, cluster, body)
     conds = [Cond("SpecValid", True, "Valid", "spec accepted")]
     secrets = ensure_secrets(kube, cluster)
     conds.append(secrets)
     if not secrets.ok:
         return Result("Error", conds)
-    accounting = ensure_accounting(kube, cluster)
+    accounting = ensure_accounting(kube, snap)
     for obj in config_maps(cluster, accounting_live=bool(accounting and accounting.ok)):
-        ensure(kube, obj)
-    populated = populate_state(kube, cluster)
+        ensure(kube, snap, obj)
+    populated = populate_state(kube, snap)
     conds.append(populated)
     if not populated.ok:
         return Result("Error" if populated.ok is False else "Populating", conds + ([accounting] if accounting else []))
-    controller = kube.get("apps/v1", "StatefulSet", cluster.namespace, object_name(cluster, CONTROLLER))
-    seen = observe(kube, cluster, _ready(controller)["ready"] > 0, connect)
-    removed = removed_node_sets(kube, cluster)
-    plans = scale_plans(kube, cluster, seen, removed)
-    scaled, waited = act_on_plans(cluster, seen, plans)
-    maintenance = act_on_maintenance(cluster, seen)
-    for obj in slurm_nodes(cluster, {name: plan.replicas for name, plan in plans.items()}):
-        ensure(kube, obj)
-    remove_node_sets(kube, cluster, removed, plans)
-    live = _live_sets(kube, cluster)
-    pods = worker_pods(kube, cluster, seen)
-    rollouts = rollout_plans(cluster, seen, plans, pods, live)
-    updated = act_on_rollouts(kube, cluster, seen, rollouts)
+    controller = snap.live("StatefulSet", object_name(cluster, CONTROLLER))
+    snap.slurm = seen = observe_slurm(kube, cluster, _ready(controller)["ready"] > 0, connect)
+    plan = plan_node_sets(snap)
+    scaled, waited = act_on_plans(cluster, seen, plan.scale)
+    maintenance = act_on_maintenance(cluster, seen, plan.holds)
+    for obj in slurm_nodes(cluster, plan.replicas()):
+        ensure(kube, snap, obj)
+    remove_node_sets(kube, cluster, plan)
+    updated = act_on_rollouts(kube, cluster, seen, plan.rollouts)
     # A pod the rollout deleted gets no condition: its name may already belong to the new pod.
-    replaced = {p for r in rollouts.values() for p in r.delete_pods}
-    pods = [p for p in pods if p["metadata"]["name"] not in replaced]
-    counts = _counts(cluster, live)
+    replaced = {p for r in plan.rollouts.values() for p in r.delete_pods}
+    pods = [p for p in snap.worker_pods if p["metadata"]["name"] not in replaced] if seen.nodes is not None else []
+    counts = _counts(snap)
     all_ready = True
     for component, label in ((CONTROLLER, "Controller"), (WORKER, "Workers"), (LOGIN, "Login")):
         c = counts[component]
@@ -116,7 +116,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         all_ready &= ready
         conds.append(Cond(f"{label}Ready", ready, "AllReady" if ready else "NotReady",
                           f"{c['ready']}/{c['desired']} ready"))
-    node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plans, pods, waited)
+    node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plan.scale, pods, waited)
     conds += [seen.condition, scaled, updated, maintenance] + ([accounting] if accounting else [])
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
@@ -124,7 +124,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         cluster.namespace, cluster.name, seen.client, tuple(n.name for n in cluster.spec.node_sets),
         frozenset(placeholder_node_name(cluster, n) for n in cluster.spec.node_sets),
         tuple(p.name for p in cluster.spec.partitions))
-    return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(kube, cluster), target)
+    return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(snap), target)
 
 
 def _status(body: dict, result: Result) -> dict:

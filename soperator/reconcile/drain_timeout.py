@@ -4,6 +4,7 @@ an operator restarted mid-way counts from the drain itself, not from when it beg
 from __future__ import annotations
 
 from soperator.api.spec import DrainTimeout
+from soperator.node.drains import owned
 from soperator.slurm import SlurmJob, SlurmNode
 
 
@@ -16,7 +17,7 @@ def overdue(waiting: list[str], nodes: dict[str, SlurmNode], own_reason: str, ti
     out = []
     for name in waiting:
         node = nodes.get(name)
-        if (node and node.reason.startswith(own_reason) and node.reason_changed_at is not None
+        if (node and owned(node.flags, node.reason, own_reason) and node.reason_changed_at is not None
                 and now - node.reason_changed_at >= timeout.after_seconds):
             out.append(name)
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
-from soperator.render.worker import node_set_stateful_set_name
+from soperator.reconcile.observe import Snapshot
 from soperator.render.populate_jail import HOLD_ANNOTATION, populate_jail_job, populate_jail_job_name
 
 OVERWRITE = "slurm.soperator.dev/overwrite"
@@ -18,9 +18,7 @@ def _job_condition(job: dict, kind: str) -> dict | None:
 
 
 def _pod_reason(kube: Kube, cluster: SlurmCluster, job_name: str) -> str:
-    pods = kube.dynamic.resources.get(api_version="v1", kind="Pod").get(
-        namespace=cluster.namespace, label_selector=f"job-name={job_name}").to_dict()
-    for pod in pods.get("items", []):
+    for pod in kube.list("v1", "Pod", cluster.namespace, f"job-name={job_name}"):
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
             if term:
@@ -29,19 +27,20 @@ def _pod_reason(kube: Kube, cluster: SlurmCluster, job_name: str) -> str:
     return "no pod status"
 
 
-def _desired(kube: Kube, cluster: SlurmCluster) -> dict:
+def _desired(snap: Snapshot) -> dict:
     """An overwrite holds the Slurm nodes first, if the cluster has any (a node set's StatefulSet exists)."""
-    live_workers = cluster.spec.populate_jail.overwrite and any(
-        kube.get("apps/v1", "StatefulSet", cluster.namespace, node_set_stateful_set_name(cluster, n)) is not None
-        for n in cluster.spec.node_sets)
+    cluster = snap.cluster
+    live = snap.node_set_stateful_sets()
+    live_workers = cluster.spec.populate_jail.overwrite and any(n.name in live for n in cluster.spec.node_sets)
     return populate_jail_job(cluster, hold_nodes=live_workers)
 
 
-def populate_state(kube: Kube, cluster: SlurmCluster) -> Cond:
+def populate_state(kube: Kube, snap: Snapshot) -> Cond:
+    cluster = snap.cluster
     name = populate_jail_job_name(cluster)
-    live = kube.get("batch/v1", "Job", cluster.namespace, name)
+    live = snap.live("Job", name)
     if live is None:
-        kube.apply(_desired(kube, cluster))
+        snap.wrote(kube.apply(_desired(snap)))
         return Cond("JailPopulated", None, "JobCreated", f"Job {name} started")
     if live["metadata"].get("deletionTimestamp"):
         return Cond("JailPopulated", None, "Repopulating", f"waiting for the old Job {name} to go")

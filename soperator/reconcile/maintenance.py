@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from soperator.node.drains import MAINTENANCE, owned
 from soperator.slurm import SlurmNode
 
-OWN_MAINTENANCE_DRAIN = "soperator: maintenance"
 
 
 @dataclass(frozen=True)
@@ -35,4 +35,4 @@ def _ordinal_of(prefix: str, name: str) -> bool:
 
 
 def _ours(node: SlurmNode) -> bool:
-    return "DRAIN" in node.flags and node.reason.startswith(OWN_MAINTENANCE_DRAIN)
+    return owned(node.flags, node.reason, MAINTENANCE)

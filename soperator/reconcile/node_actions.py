@@ -1,24 +1,23 @@
-"""The operator's steps on Slurm nodes and worker pods, from the pure planners: scale-in
+"""The operator's steps on Slurm nodes and worker pods, as plan.py planned them: scale-in
 (scale_in.py), maintenance (maintenance.py) and rollouts (rollout.py). Each step is a drain or resume
 through slurmrestd, or a pod deletion; each concern reports one condition. A failed call stops the
 pass: the next one starts again from what it observes."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
+from soperator.node.drains import MAINTENANCE, SCALE_IN, UPDATE
 from soperator.reconcile.drain_timeout import overdue
-from soperator.reconcile.maintenance import OWN_MAINTENANCE_DRAIN, plan_maintenance
-from soperator.reconcile.rollout import OWN_UPDATE_DRAIN, Rollout, plan_rollout
-from soperator.reconcile.scale_in import OWN_DRAIN, Plan, plan_replicas
-from soperator.reconcile.slurm_nodes import Observation, node_set_of
-from soperator.render.common import selector_labels
-from soperator.render.nodes import NODE_SET_LABEL, WORKER
-from soperator.render.worker import node_set_stateful_set_name
+from soperator.reconcile.maintenance import Hold
+from soperator.reconcile.plan import NodeSetPlan, in_maintenance
+from soperator.reconcile.rollout import Rollout
+from soperator.reconcile.scale_in import Plan
+from soperator.reconcile.slurm_nodes import Observation
 from soperator.slurm import SlurmError
 
 
@@ -86,50 +85,21 @@ def _report(condition: str, waited: dict[str, Waited], waiting: list[str], reaso
     return Cond(condition, False, reason, message)
 
 
-def removed_node_sets(kube: Kube, cluster: SlurmCluster) -> dict[str, dict]:
-    """The StatefulSets of node sets no longer in the spec, by node set name: each goes the way of a
-    scale-in to zero (drained, waited for), then is deleted."""
-    selector = ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster, WORKER).items()))
-    kept = {n.name for n in cluster.spec.node_sets}
-    found = {((s["metadata"].get("labels") or {}).get(NODE_SET_LABEL), s["metadata"]["name"]): s
-             for s in kube.list("apps/v1", "StatefulSet", cluster.namespace, selector)}
-    return {node_set: sts for (node_set, _), sts in found.items() if node_set and node_set not in kept}
-
-
-def scale_plans(kube: Kube, cluster: SlurmCluster, seen: Observation,
-                removed: dict[str, dict]) -> dict[str, Plan]:
-    """Each node set's replica count for now, and the drains that get it to its spec's; a removed
-    node set's towards zero."""
-    plans = {}
-    for node_set in cluster.spec.node_sets:
-        name = node_set_stateful_set_name(cluster, node_set)
-        live = kube.get("apps/v1", "StatefulSet", cluster.namespace, name)
-        plans[node_set.name] = plan_replicas(name, node_set.replicas,
-                                             None if live is None else (live.get("spec") or {}).get("replicas", 0),
-                                             seen.nodes)
-    for node_set, sts in removed.items():
-        plans[node_set] = plan_replicas(sts["metadata"]["name"], 0, (sts.get("spec") or {}).get("replicas", 0),
-                                        seen.nodes)
-    return plans
-
-
-def remove_node_sets(kube: Kube, cluster: SlurmCluster, removed: dict[str, dict], plans: dict[str, Plan]) -> None:
+def remove_node_sets(kube: Kube, cluster: SlurmCluster, plan: NodeSetPlan) -> None:
     """Lower a removed node set's StatefulSet as its plan allows; delete it once it has no pod left."""
-    for node_set, sts in removed.items():
-        name, live = sts["metadata"]["name"], (sts.get("spec") or {}).get("replicas", 0)
-        if plans[node_set].replicas < live:
-            kube.patch("apps/v1", "StatefulSet", cluster.namespace, name, {"spec": {"replicas": plans[node_set].replicas}})
-        elif live == 0 and not (sts.get("status") or {}).get("replicas"):
-            kube.delete("apps/v1", "StatefulSet", cluster.namespace, name)
+    for removal in plan.removals.values():
+        if removal.replicas is not None:
+            kube.patch("apps/v1", "StatefulSet", cluster.namespace, removal.stateful_set,
+                       {"spec": {"replicas": removal.replicas}})
+        elif removal.delete:
+            kube.delete("apps/v1", "StatefulSet", cluster.namespace, removal.stateful_set)
 
 
-def act_on_maintenance(cluster: SlurmCluster, seen: Observation) -> Cond:
+def act_on_maintenance(cluster: SlurmCluster, seen: Observation, holds: dict[str, Hold]) -> Cond:
     """Drain and hold the node sets in maintenance, undo the operator's own maintenance drains of the
     others; Maintenance."""
-    holds = {n.name: plan_maintenance(node_set_stateful_set_name(cluster, n), in_maintenance(cluster, n), seen.nodes)
-             for n in cluster.spec.node_sets}
     try:
-        _drain_and_resume(seen, OWN_MAINTENANCE_DRAIN, holds)
+        _drain_and_resume(seen, MAINTENANCE, holds)
     except SlurmError as exc:
         return _failed("Maintenance", exc)
     on = [n.name for n in cluster.spec.node_sets if in_maintenance(cluster, n)]
@@ -148,8 +118,8 @@ def act_on_plans(cluster: SlurmCluster, seen: Observation, plans: dict[str, Plan
     NodeSetsScaled, and per node set what its scale-in waits for."""
     waited: dict[str, Waited] = {}
     try:
-        _drain_and_resume(seen, OWN_DRAIN, plans)
-        waited = _waits(cluster, seen, plans, OWN_DRAIN, now)
+        _drain_and_resume(seen, SCALE_IN, plans)
+        waited = _waits(cluster, seen, plans, SCALE_IN, now)
     except SlurmError as exc:
         return _failed("NodeSetsScaled", exc), waited
     waiting = [f"{name}: {plan.waiting}" + _jobs_note(waited.get(name)) for name, plan in plans.items() if plan.waiting]
@@ -161,29 +131,12 @@ def _jobs_note(waited: Waited | None) -> str:
     return f" ({len(waited.jobs)} job(s): {', '.join(map(str, waited.jobs))})" if waited and waited.jobs else ""
 
 
-def in_maintenance(cluster: SlurmCluster, node_set: NodeSetSpec) -> bool:
-    return node_set.maintenance or cluster.spec.maintenance
-
-
-def rollout_plans(cluster: SlurmCluster, seen: Observation, plans: dict[str, Plan], pods: list[dict],
-                  live: dict[str, dict | None]) -> dict[str, Rollout]:
-    """`live`: the node sets' StatefulSets by node set name, as the apiserver holds them."""
-    out = {}
-    for node_set in cluster.spec.node_sets:
-        revision = ((live.get(node_set.name) or {}).get("status") or {}).get("updateRevision")
-        own = [p for p in pods if node_set_of(p) == node_set.name]
-        plan = plan_rollout(revision, own, plans[node_set.name].replicas, node_set.max_unavailable, seen.nodes)
-        # Maintenance holds the node set: no drain of the rollout's own until it is over.
-        out[node_set.name] = replace(plan, drain=[]) if in_maintenance(cluster, node_set) else plan
-    return out
-
-
 def act_on_rollouts(kube: Kube, cluster: SlurmCluster, seen: Observation, rollouts: dict[str, Rollout],
                     now: float | None = None) -> Cond:
     """Drain, replace and resume what the rollout planner says, apply drainTimeout; NodeSetsUpdated."""
     try:
-        _drain_and_resume(seen, OWN_UPDATE_DRAIN, rollouts)
-        waited = _waits(cluster, seen, rollouts, OWN_UPDATE_DRAIN, now)
+        _drain_and_resume(seen, UPDATE, rollouts)
+        waited = _waits(cluster, seen, rollouts, UPDATE, now)
     except SlurmError as exc:
         return _failed("NodeSetsUpdated", exc)
     for plan in rollouts.values():

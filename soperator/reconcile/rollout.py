@@ -1,7 +1,7 @@
 """Slurm-aware updates of a node set: a pure planner, observed state in, the next safe steps out.
 
 Worker StatefulSets use OnDelete, so a new pod template (image, resources, volumes) replaces no pod by
-itself. The operator replaces them: drain an outdated pod's node (reason OWN_UPDATE_DRAIN), wait until
+itself. The operator replaces them: drain an outdated pod's node (reason UPDATE), wait until
 it runs nothing, delete the pod (the StatefulSet makes it anew from the new template), and resume the
 node if its old drain is still on the new registration. At most `maxUnavailable` nodes of the node set
 are out of service for the rollout at a time: outdated ones drained for it, and new ones not yet
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from soperator.node.drains import UPDATE, owned
 from soperator.slurm import SlurmNode
 
-OWN_UPDATE_DRAIN = "soperator: update"
 REVISION_LABEL = "controller-revision-hash"
 _SERVING = ("idle", "allocated", "mixed")
 
@@ -79,4 +79,4 @@ def _flags(node: SlurmNode | None) -> list[str]:
 
 
 def _own_drain(node: SlurmNode | None) -> bool:
-    return node is not None and "DRAIN" in node.flags and node.reason.startswith(OWN_UPDATE_DRAIN)
+    return node is not None and owned(node.flags, node.reason, UPDATE)

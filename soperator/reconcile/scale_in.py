@@ -8,15 +8,15 @@ registered again by that slurmd, undrained, and could take a job before the pod 
 
 Level-based: every decision comes from what is observed now (Slurm's nodes, the live replica count),
 so an operator restarted mid-way resumes. Slurm's state unknown: nothing moves. Scaling back up
-undoes only the operator's own drains (their reason starts with OWN_DRAIN).
+undoes only the operator's own drains (their reason starts with SCALE_IN).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from soperator.node.drains import SCALE_IN, owned
 from soperator.slurm import SlurmNode
 
-OWN_DRAIN = "soperator: scale-in"
 # States in which a leaving node runs nothing and can go.
 _GONE_READY = ("drained", "down", "notRegistered")
 
@@ -55,4 +55,4 @@ def _own_drains(prefix: str, ordinals: range, nodes: dict[str, SlurmNode] | None
     if nodes is None:
         return []
     names = (f"{prefix}-{i}" for i in ordinals)
-    return [n for n in names if n in nodes and "DRAIN" in nodes[n].flags and nodes[n].reason.startswith(OWN_DRAIN)]
+    return [n for n in names if n in nodes and owned(nodes[n].flags, nodes[n].reason, SCALE_IN)]

@@ -4,7 +4,6 @@ changed. When Slurm cannot be asked, its state is unknown: the last counts and t
 stay as they were and the SlurmReachable condition says why."""
 from __future__ import annotations
 
-import base64
 import datetime
 from dataclasses import dataclass, field
 from typing import Callable
@@ -14,14 +13,10 @@ from soperator.api.spec import NodeSetSpec
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.scale_in import Plan
-from soperator.render.common import selector_labels
 from soperator.render.configs import placeholder_node_name
-from soperator.render.controller import rest_url
-from soperator.render.nodes import NODE_SET_LABEL, WORKER
-from soperator.render.paths import JWT_KEY_FILE
-from soperator.render.secrets import jwt_key_secret_name
+from soperator.render.nodes import NODE_SET_LABEL
 from soperator.reconcile.drain_timeout import jobs_on
-from soperator.slurm import SlurmError, SlurmJob, SlurmNode, SlurmRestClient, mint_token
+from soperator.slurm import SlurmError, SlurmJob, SlurmNode, SlurmRestClient
 from soperator.slurm.nodes import NODE_STATES, NodeState
 
 POD_CONDITION = "SlurmNode"
@@ -30,6 +25,7 @@ _REASONS = {"idle": "Idle", "allocated": "Allocated", "mixed": "Mixed", "drainin
 _IN_SERVICE = ("idle", "allocated", "mixed")
 
 # Returns a client, or the reason there is none yet (the controller is not ready, no key).
+# soperator.slurm.cluster_client.connect_in_cluster in the operator; tests point it elsewhere.
 Connect = Callable[[Kube, SlurmCluster, bool], "SlurmRestClient | str"]
 
 
@@ -50,19 +46,7 @@ class Observation:
         return jobs_on(self._jobs[0], names)
 
 
-def connect_in_cluster(kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:
-    """The cluster's slurmrestd Service, with tokens signed by its JWT key Secret."""
-    if not controller_ready:
-        return "the controller is not ready"
-    secret = kube.get("v1", "Secret", cluster.namespace, jwt_key_secret_name(cluster)) or {}
-    encoded = (secret.get("data") or {}).get(JWT_KEY_FILE)
-    if not encoded:
-        return f"Secret {jwt_key_secret_name(cluster)} has no {JWT_KEY_FILE}"
-    key = base64.b64decode(encoded)
-    return SlurmRestClient(rest_url(cluster), lambda: mint_token(key))
-
-
-def observe(kube: Kube, cluster: SlurmCluster, controller_ready: bool, connect: Connect) -> Observation:
+def observe_slurm(kube: Kube, cluster: SlurmCluster, controller_ready: bool, connect: Connect) -> Observation:
     client = connect(kube, cluster, controller_ready)
     if isinstance(client, str):
         return Observation(None, Cond("SlurmReachable", None, "NotConnected", client))
@@ -80,14 +64,6 @@ def workers_of(cluster: SlurmCluster, nodes: list[SlurmNode]) -> dict[str, Slurm
     workers, never counted, never acted on."""
     placeholders = {placeholder_node_name(cluster, n) for n in cluster.spec.node_sets}
     return {n.name: n for n in nodes if n.name not in placeholders}
-
-
-def worker_pods(kube: Kube, cluster: SlurmCluster, seen: Observation) -> list[dict]:
-    """Every worker pod, in one list call; none needed while Slurm is unknown (nothing acts on them)."""
-    if seen.nodes is None:
-        return []
-    selector = ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster, WORKER).items()))
-    return kube.list("v1", "Pod", cluster.namespace, selector)
 
 
 def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], body: dict, seen: Observation,

@@ -43,20 +43,26 @@ def config_maps(cluster: SlurmCluster, accounting_live: bool = True) -> list[Obj
     return [slurm_configs_config_map(cluster, accounting_live), sshd_config_map(cluster)]
 
 
-def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int] | None = None) -> list[Obj]:
-    """`replicas`: node sets whose StatefulSet is held above its spec's count while its leaving nodes
-    drain (soperator/reconcile/scale_in.py)."""
+def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int]) -> list[Obj]:
+    """`replicas`: every node set's count, as planned (a scale-in holds a StatefulSet above its spec's
+    count while its leaving nodes drain: soperator/reconcile/scale_in.py); `spec_replicas` for a render
+    that plans nothing."""
     # The egress policy first: no login or worker pod ever runs without it.
     return [
         node_egress_policy(cluster),
         controller_service(cluster), rest_service(cluster), controller_stateful_set(cluster),
-        worker_service(cluster), *worker_stateful_sets(cluster, replicas or {}),
+        worker_service(cluster), *worker_stateful_sets(cluster, replicas),
         login_headless_service(cluster), login_ssh_service(cluster), login_stateful_set(cluster),
         *disruption_budgets(cluster),
     ]
 
 
+def spec_replicas(cluster: SlurmCluster) -> dict[str, int]:
+    """Each node set at its spec's count: what a render with nothing observed plans."""
+    return {n.name: n.replicas for n in cluster.spec.node_sets}
+
+
 def render_all(cluster: SlurmCluster, keys: KeyMaterial | None) -> list[Obj]:
     """Every object of the cluster; without keys, the generated Secrets are left out."""
     head = secrets(cluster, keys) if keys is not None else []
-    return head + config_maps(cluster) + [populate_jail_job(cluster)] + slurm_nodes(cluster)
+    return head + config_maps(cluster) + [populate_jail_job(cluster)] + slurm_nodes(cluster, spec_replicas(cluster))

@@ -91,7 +91,7 @@ def worker_security_context(node_set: NodeSetSpec) -> Obj:
     return context
 
 
-def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: int | None = None) -> Obj:
+def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: int) -> Obj:
     spec = cluster.spec
     local_mounts, claim_templates = _local_volume(node_set)
     pyxis_env, pyxis_mounts, pyxis_volumes = _pyxis(cluster, node_set)
@@ -125,12 +125,11 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
     # Running steps get KillWait to stop before the pod is torn down.
     pod = node_pod(cluster, node_set, container, volumes, grace_seconds=spec.slurm_config.kill_wait + 30)
     # No config hash: a Slurm config change reaches slurmd by reconfigure, and scaling is registration.
-    count = node_set.replicas if replicas is None else replicas
-    return stateful_set(cluster, WORKER, count, pod, {}, claim_templates, node_set=node_set.name)
+    return stateful_set(cluster, WORKER, replicas, pod, {}, claim_templates, node_set=node_set.name)
 
 
 def worker_stateful_sets(cluster: SlurmCluster, replicas: dict[str, int]) -> list[Obj]:
-    return [worker_stateful_set(cluster, n, replicas.get(n.name)) for n in cluster.spec.node_sets]
+    return [worker_stateful_set(cluster, n, replicas[n.name]) for n in cluster.spec.node_sets]
 
 
 def worker_service(cluster: SlurmCluster) -> Obj:

@@ -7,7 +7,7 @@ import pytest
 
 from soperator.kube import Kube
 from soperator.reconcile import reconcile
-from soperator.reconcile.maintenance import OWN_MAINTENANCE_DRAIN
+from soperator.node.drains import MAINTENANCE
 from tests.kube.test_reconcile import _body
 from tests.kube.test_slurm_status import apply_cluster, connect_to, pods_of, start_cluster
 from tests.support.rest_slurm import NAME, REGISTERED
@@ -32,7 +32,7 @@ def test_maintenance_holds_the_node_set_and_leaves_an_admins_drain(api, kubectl,
 
     apply_cluster(kubectl, namespace, maintenance=True)
     reconcile(kube, _body(kube, namespace, NAME), connect)
-    assert f"Reason={OWN_MAINTENANCE_DRAIN}" in _node(rest_slurm) and "DRAIN" in _node(rest_slurm)
+    assert f"Reason={MAINTENANCE}" in _node(rest_slurm) and "DRAIN" in _node(rest_slurm)
     later = rest_slurm.run("sbatch", "--parsable", "-p", "main", "-o", "/tmp/job-%j.out", "--wrap", "true").strip()
     until(lambda: rest_slurm.job(running)["JobState"] == "COMPLETED", 60, "the job to finish")
     reconcile(kube, _body(kube, namespace, NAME), connect)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from soperator.kube import Kube
-from soperator.metrics_access import TokenGate
+from soperator.metrics.access import TokenGate
 
 pytestmark = pytest.mark.kube
 

@@ -1,6 +1,6 @@
 """The rendered pods against the real apiserver's PodSecurity admission at the "baseline" level: the
 controller and populate-jail pods pass as they are; the worker and login pods break it only where the
-design needs to (README, Security: CAP_SYS_ADMIN to enter the jail, AppArmor off so that mount works),
+design needs to (docs/security.md: CAP_SYS_ADMIN to enter the jail, AppArmor off so that mount works),
 and a node set with Pyxis no more than they do: its seccomp profile (the runtime's default plus enroot's
 pivot_root) is a Localhost one, which baseline allows."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tests.conftest import make_cluster
 
 pytestmark = pytest.mark.kube
 
-# What each node pod may violate, and why (the README's list of exceptions).
+# What each node pod may violate, and why (docs/security.md's list of exceptions).
 EXCEPTIONS = {
     "worker": {"non-default capabilities": "CAP_SYS_ADMIN: unshare + move the jail over / per step, bind mounts",
                "forbidden AppArmor profiles": "the default AppArmor profile denies mount whatever the capabilities"},

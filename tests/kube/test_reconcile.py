@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import Counter
 
 import pytest
 import yaml
@@ -101,6 +102,23 @@ def test_noop_reconcile_makes_zero_writes(kube, kubectl, crd_installed, namespac
     before = kube.writes
     reconcile(kube, _body(kube, namespace, "c2"))
     assert kube.writes - before == 0
+
+
+def test_an_idle_pass_reads_each_kind_once_whatever_the_node_sets(kube, kubectl, crd_installed, namespace):
+    """One labelled list per kind of child, the key Secrets by name; nothing per node set, nothing twice."""
+    calls = {}
+    for name, node_sets in (("r1", 1), ("r5", 5)):
+        _create(kubectl, namespace, name, nodeSets=[{"name": f"s{i}", "replicas": 1} for i in range(node_sets)])
+        reconcile(kube, _body(kube, namespace, name))
+        _finish_job(kubectl, namespace, f"{name}-populate-jail")
+        _converge(kube, namespace, name)
+        body, before = _body(kube, namespace, name), Counter(kube.calls)
+        reconcile(kube, body)
+        calls[node_sets] = Counter(kube.calls) - before
+    assert calls[1] == calls[5]
+    assert all(n == 1 for (verb, kind), n in calls[5].items() if verb == "list")
+    assert set(calls[5]) == {("get", "Secret")} | {("list", kind) for kind in (
+        "ConfigMap", "Service", "StatefulSet", "Job", "NetworkPolicy", "PodDisruptionBudget", "Pod")}
 
 
 def test_keys_are_never_regenerated(kube, api, kubectl, crd_installed, namespace):

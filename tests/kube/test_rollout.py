@@ -9,7 +9,7 @@ import pytest
 
 from soperator.kube import Kube
 from soperator.reconcile import reconcile
-from soperator.reconcile.rollout import OWN_UPDATE_DRAIN
+from soperator.node.drains import UPDATE
 from tests.kube.test_reconcile import _body
 from tests.kube.test_slurm_status import apply_cluster, connect_to, pods_of, start_cluster
 from tests.support.rest_slurm import NAME, REGISTERED
@@ -58,7 +58,7 @@ def test_an_update_drains_waits_for_the_job_then_replaces_the_pod(api, kubectl, 
     until(lambda: _sts(kube, namespace)["status"]["updateRevision"] != old_revision, 30, "the new revision")
     reconcile(kube, _body(kube, namespace, NAME), connect)
     node = rest_slurm.run("scontrol", "-o", "show", "node", REGISTERED)
-    assert "DRAIN" in node and f"Reason={OWN_UPDATE_DRAIN}" in node, node
+    assert "DRAIN" in node and f"Reason={UPDATE}" in node, node
     later = rest_slurm.run("sbatch", "--parsable", "-p", "main", "-o", "/tmp/job-%j.out", "--wrap", "true").strip()
     reconcile(kube, _body(kube, namespace, NAME), connect)
     assert _uid(kube, namespace, REGISTERED) == old_uid  # the job still runs: its pod stays

@@ -11,7 +11,7 @@ import yaml
 
 from soperator.kube import Kube
 from soperator.reconcile import reconcile
-from soperator.reconcile.scale_in import OWN_DRAIN
+from soperator.node.drains import SCALE_IN
 from tests.kube.test_reconcile import _body
 from tests.kube.test_slurm_status import NOWHERE, apply_cluster, connect_to, start_cluster
 from tests.support.rest_slurm import NAME, REGISTERED, SPEC
@@ -41,7 +41,7 @@ def test_scale_in_drains_waits_for_the_job_and_pauses_without_slurm(api, kubectl
     apply_cluster(kubectl, namespace, cpu_replicas=1)
     reconcile(kube, _body(kube, namespace, NAME), connect)
     node = rest_slurm.run("scontrol", "-o", "show", "node", REGISTERED)
-    assert "DRAIN" in node and f"Reason={OWN_DRAIN}" in node, node
+    assert "DRAIN" in node and f"Reason={SCALE_IN}" in node, node
     assert _replicas(kube, namespace) == 2
     reconcile(kube, _body(kube, namespace, NAME), connect)
     assert _replicas(kube, namespace) == 2  # still running a job
@@ -121,7 +121,7 @@ def test_a_removed_node_set_is_drained_waited_for_then_deleted(api, kubectl, crd
         "kind": "SlurmCluster", "metadata": {"name": NAME, "namespace": namespace},
         "spec": {**SPEC, "nodeSets": [{**SPEC["nodeSets"][1], "scheduling": NOWHERE}]}}))
     reconcile(kube, _body(kube, namespace, NAME), connect)
-    assert f"Reason={OWN_DRAIN}" in rest_slurm.run("scontrol", "-o", "show", "node", REGISTERED)
+    assert f"Reason={SCALE_IN}" in rest_slurm.run("scontrol", "-o", "show", "node", REGISTERED)
     reconcile(kube, _body(kube, namespace, NAME), connect)
     assert _replicas(kube, namespace) == 2 and rest_slurm.job(job)["JobState"] == "RUNNING"
     assert "cpu: scale-in 2 -> 0" in _conditions(kube, namespace)["NodeSetsScaled"]["message"]

@@ -12,10 +12,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from soperator import metrics
+from soperator.metrics import server as metrics
 from soperator.render.configs import placeholder_node_name
 from soperator.slurm import SlurmRestClient, mint_token
-from soperator.slurm_metrics import SlurmCollector, Target, gpus
+from soperator.metrics.slurm import SlurmCollector, Target, gpus
 from tests.support.rest_slurm import NAME, REGISTERED
 from tests.support_paths import ROOT
 from tests.support.wait import until

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from soperator.node.hold import REASON, parse_nodes
+from soperator.node.drains import POPULATE_HOLD
+from soperator.node.hold import parse_nodes
 from tests.spank.test_slurmd_jail import NODE, _sandbox, _submit
 
 pytestmark = pytest.mark.slurm
@@ -38,7 +39,7 @@ def test_hold_waits_for_the_running_job_and_release_resumes_only_its_own_drain(t
         assert box.run("scontrol", "-o", "show", "job", job).stdout.count("JobState=COMPLETED") == 1
         assert re.search(rf"waiting for {NODE} \((ALLOCATED|MIXED)\+\S*DRAIN", held.stderr), held.stderr
         node = _node(box)
-        assert (node.base, "DRAIN" in node.flags, node.reason, node.quiet) == ("IDLE", True, REASON, True)
+        assert (node.base, "DRAIN" in node.flags, node.reason, node.quiet) == ("IDLE", True, POPULATE_HOLD, True)
         # Held: a job submitted now waits.
         waiting = _submit(box, "#!/bin/sh\ntrue\n", "-o", "/home/waiting-%j.out", "--chdir=/home")
         time.sleep(1)

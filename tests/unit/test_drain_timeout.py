@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from soperator.api.spec import DrainTimeout
 from soperator.reconcile.drain_timeout import jobs_on, overdue
-from soperator.reconcile.scale_in import OWN_DRAIN
+from soperator.node.drains import SCALE_IN
 from soperator.slurm import SlurmJob, SlurmNode
 
 T = DrainTimeout(after_seconds=600, action="Cancel")
@@ -17,11 +17,11 @@ def _node(name: str, reason: str, at: int | None) -> SlurmNode:
 
 
 def test_only_the_operators_own_drains_past_the_deadline_are_overdue():
-    nodes = {"a": _node("a", f"{OWN_DRAIN} of node set cpu", 1000), "b": _node("b", f"{OWN_DRAIN} x", 1500),
-             "c": _node("c", "admin: bad dimm", 0), "d": _node("d", OWN_DRAIN, None)}
-    assert overdue(["a", "b", "c", "d", "gone"], nodes, OWN_DRAIN, T, now=1600) == ["a"]
-    assert overdue(["a", "b"], nodes, OWN_DRAIN, T, now=2100) == ["a", "b"]
-    assert overdue(["a"], nodes, OWN_DRAIN, None, now=10**9) == []  # no drainTimeout: no deadline
+    nodes = {"a": _node("a", f"{SCALE_IN} of node set cpu", 1000), "b": _node("b", f"{SCALE_IN} x", 1500),
+             "c": _node("c", "admin: bad dimm", 0), "d": _node("d", SCALE_IN, None)}
+    assert overdue(["a", "b", "c", "d", "gone"], nodes, SCALE_IN, T, now=1600) == ["a"]
+    assert overdue(["a", "b"], nodes, SCALE_IN, T, now=2100) == ["a", "b"]
+    assert overdue(["a"], nodes, SCALE_IN, None, now=10**9) == []  # no drainTimeout: no deadline
 
 
 def test_jobs_on_counts_each_job_holding_the_nodes_once():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from soperator.node.fresh_boot import REASON, Record, down_reason, forget_refusal
+from soperator.node.drains import CONTAINER_RESTARTED
+from soperator.node.fresh_boot import Record, down_reason, forget_refusal
 
 
 def _record(state: list[str], reason: str = "", instance: str = "") -> Record:
@@ -35,11 +36,11 @@ def test_the_reason_is_read_whole_and_other_nodes_are_not_taken_for_this_one():
 
 
 @pytest.mark.parametrize("state, reason, given", [
-    (["ALLOCATED"], "", REASON),
+    (["ALLOCATED"], "", CONTAINER_RESTARTED),
     (["MIXED", "DRAIN"], "admin: bad fan", "admin: bad fan"),     # drained: returns drained, same words
     (["ALLOCATED", "FAIL"], "admin: ecc errors", "admin: ecc errors"),
-    (["ALLOCATED", "DRAIN"], "", REASON),                         # a drain with no reason: ours
-    (["ALLOCATED"], "Not responding", REASON),                     # not a drain: Slurm's word is replaced
+    (["ALLOCATED", "DRAIN"], "", CONTAINER_RESTARTED),                         # a drain with no reason: ours
+    (["ALLOCATED"], "Not responding", CONTAINER_RESTARTED),                     # not a drain: Slurm's word is replaced
 ])
 def test_the_down_keeps_a_drain_and_its_reason(state, reason, given):
     assert down_reason(_record(state, reason)) == given

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from soperator.node.hold import REASON, parse_nodes
+from soperator.node.drains import POPULATE_HOLD
+from soperator.node.hold import parse_nodes
 
 
 @pytest.mark.parametrize("state, quiet", [
@@ -21,13 +22,13 @@ from soperator.node.hold import REASON, parse_nodes
 ])
 def test_only_drained_nodes_slurm_vouches_for_are_quiet(state, quiet):
     (node,) = parse_nodes(f"NodeName=n1 Arch=x86_64 CoresPerSocket=1 State={state} ThreadsPerCore=1 "
-                          f"Reason={REASON} [root@2026-11-24T00:00:00]\n")
+                          f"Reason={POPULATE_HOLD} [root@2026-11-24T00:00:00]\n")
     assert node.quiet is quiet
 
 
 def test_reasons_with_spaces_and_lines_without_nodes():
     text = ("NodeName=a State=IDLE+DRAIN Reason=disk failing [admin@2026-01-01T00:00:00]\n"
             "No nodes in the system\n"
-            f"NodeName=b State=IDLE+DRAIN Reason={REASON} [root@2026-01-01T00:00:00]\n")
+            f"NodeName=b State=IDLE+DRAIN Reason={POPULATE_HOLD} [root@2026-01-01T00:00:00]\n")
     a, b = parse_nodes(text)
     assert (a.name, a.drained_by_us, b.name, b.drained_by_us) == ("a", False, "b", True)

@@ -22,7 +22,7 @@ def test_every_declared_dependency_is_pinned_inside_its_range(lock, wanted):
     pinned = pins(lock)
     for req in wanted:
         name = canonicalize_name(req.name)
-        assert name in pinned, f"{lock} does not pin {req.name}: regenerate it (README, 'The lock files')"
+        assert name in pinned, f"{lock} does not pin {req.name}: regenerate it (docs/testing.md, 'The lock files')"
         assert req.specifier.contains(pinned[name], prereleases=True), \
             f"{lock} pins {req.name}=={pinned[name]}, outside {req.specifier}: regenerate it"
 

@@ -1,7 +1,8 @@
 """The maintenance planner as a table."""
 from __future__ import annotations
 
-from soperator.reconcile.maintenance import OWN_MAINTENANCE_DRAIN, plan_maintenance
+from soperator.node.drains import MAINTENANCE
+from soperator.reconcile.maintenance import plan_maintenance
 from soperator.slurm import SlurmNode
 
 P = "demo-cpu"
@@ -23,13 +24,13 @@ def test_on_drains_every_serving_node_of_the_node_set_only():
 
 
 def test_busy_nodes_are_reported_until_their_jobs_end():
-    nodes = _nodes(_node(0, "ALLOCATED+DRAIN", OWN_MAINTENANCE_DRAIN + " of node set cpu"), _node(1, "IDLE+DRAIN",
-                                                                                               OWN_MAINTENANCE_DRAIN))
+    nodes = _nodes(_node(0, "ALLOCATED+DRAIN", MAINTENANCE + " of node set cpu"), _node(1, "IDLE+DRAIN",
+                                                                                               MAINTENANCE))
     assert plan_maintenance(P, True, nodes).busy == [f"{P}-0"]
 
 
 def test_off_undoes_only_its_own_drains_and_unknown_does_nothing():
-    nodes = _nodes(_node(0, "IDLE+DRAIN", OWN_MAINTENANCE_DRAIN), _node(1, "IDLE+DRAIN", "admin: bad dimm"),
+    nodes = _nodes(_node(0, "IDLE+DRAIN", MAINTENANCE), _node(1, "IDLE+DRAIN", "admin: bad dimm"),
                    _node(2, "IDLE+DRAIN", "soperator: scale-in of node set cpu"))
     assert plan_maintenance(P, False, nodes).resume == [f"{P}-0"]
     assert plan_maintenance(P, True, None).drain == [] and plan_maintenance(P, False, None).resume == []

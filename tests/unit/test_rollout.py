@@ -1,7 +1,8 @@
 """The rollout planner as a table: pods and Slurm nodes in, the next safe steps out."""
 from __future__ import annotations
 
-from soperator.reconcile.rollout import OWN_UPDATE_DRAIN, plan_rollout
+from soperator.node.drains import UPDATE
+from soperator.reconcile.rollout import plan_rollout
 from soperator.slurm import SlurmNode
 
 NEW, OLD = "rev-new", "rev-old"
@@ -33,16 +34,16 @@ def test_one_node_at_a_time_is_drained_busy_ones_too():
 
 
 def test_a_drained_node_that_runs_nothing_loses_its_pod_a_busy_one_waits():
-    busy = plan_rollout(NEW, _pods(OLD, OLD), 2, 1, _nodes("IDLE", f"ALLOCATED+DRAIN:{OWN_UPDATE_DRAIN}"))
+    busy = plan_rollout(NEW, _pods(OLD, OLD), 2, 1, _nodes("IDLE", f"ALLOCATED+DRAIN:{UPDATE}"))
     assert busy.delete_pods == [] and busy.drain == [] and "draining: c-cpu-1" in busy.waiting
-    free = plan_rollout(NEW, _pods(OLD, OLD), 2, 1, _nodes("IDLE", f"IDLE+DRAIN:{OWN_UPDATE_DRAIN}"))
+    free = plan_rollout(NEW, _pods(OLD, OLD), 2, 1, _nodes("IDLE", f"IDLE+DRAIN:{UPDATE}"))
     assert free.delete_pods == ["c-cpu-1"] and free.drain == []
 
 
 def test_a_new_pod_not_yet_serving_holds_the_next_and_its_old_drain_is_undone():
     starting = plan_rollout(NEW, _pods(OLD, NEW), 2, 1, _nodes("IDLE", ""))
     assert starting.drain == [] and starting.outdated == ["c-cpu-0"]
-    registered = plan_rollout(NEW, _pods(OLD, NEW), 2, 1, _nodes("IDLE", f"IDLE+DRAIN:{OWN_UPDATE_DRAIN}"))
+    registered = plan_rollout(NEW, _pods(OLD, NEW), 2, 1, _nodes("IDLE", f"IDLE+DRAIN:{UPDATE}"))
     assert registered.resume == ["c-cpu-1"]
 
 

@@ -1,7 +1,8 @@
 """The scale-in planner as a table: observed state in, the next safe steps out."""
 from __future__ import annotations
 
-from soperator.reconcile.scale_in import OWN_DRAIN, plan_replicas
+from soperator.node.drains import SCALE_IN
+from soperator.reconcile.scale_in import plan_replicas
 from soperator.slurm import SlurmNode
 
 P = "demo-cpu"
@@ -31,7 +32,7 @@ def test_an_idle_node_is_drained_first_and_goes_on_the_next_pass():
     """Never lowered in the same pass it was drained: a job could have landed since the read."""
     plan = plan_replicas(P, 1, 2, _nodes(n0="IDLE", n1="IDLE"))
     assert (plan.replicas, plan.drain) == (2, [f"{P}-1"])
-    plan = plan_replicas(P, 1, 2, _nodes(n0="IDLE", n1=f"IDLE+DRAIN:{OWN_DRAIN}"))
+    plan = plan_replicas(P, 1, 2, _nodes(n0="IDLE", n1=f"IDLE+DRAIN:{SCALE_IN}"))
     assert (plan.replicas, plan.drain, plan.waiting) == (1, [], None)
 
 
@@ -52,6 +53,6 @@ def test_unknown_slurm_state_moves_nothing():
 
 
 def test_scaling_back_up_undoes_only_the_operators_own_drains():
-    nodes = _nodes(n0="IDLE+DRAIN:admin: bad dimm", n1=f"ALLOCATED+DRAIN:{OWN_DRAIN}", n2="IDLE")
+    nodes = _nodes(n0="IDLE+DRAIN:admin: bad dimm", n1=f"ALLOCATED+DRAIN:{SCALE_IN}", n2="IDLE")
     plan = plan_replicas(P, 3, 3, nodes)
     assert plan.replicas == 3 and plan.resume == [f"{P}-1"]

@@ -1,8 +1,8 @@
 """The operator's /metrics, through prometheus_client: reconcile counts, errors and time per cluster,
-the process's own figures, and each reconciled cluster's Slurm state (slurm_metrics.py, read from
+the process's own figures, and each reconciled cluster's Slurm state (slurm.py, read from
 slurmrestd at scrape time).
 
-Served over TLS to scrapers whose token RBAC allows (see metrics_access), on every interface; or,
+Served over TLS to scrapers whose token RBAC allows (see access.py), on every interface; or,
 with no gate, as plain HTTP on loopback only (`kubectl port-forward` still reaches it). The library's
 WSGI app writes the exposition; a thin WSGI layer in front of it checks the token.
 """
@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, ProcessCollector, disa
 from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
 from wsgiref.simple_server import make_server
 
-from soperator.slurm_metrics import SlurmCollector
+from soperator.metrics.slurm import SlurmCollector
 
 disable_created_metrics()  # no *_created series: one sample per counter, as before
 REGISTRY = CollectorRegistry()
@@ -77,7 +77,7 @@ class _MetricsServer(ThreadingWSGIServer):
 
 
 def serve(port: int, gate=None, context: ssl.SSLContext | None = None) -> _MetricsServer | None:
-    """Start serving in a daemon thread. `gate` (a metrics_access.TokenGate) and `context` go together."""
+    """Start serving in a daemon thread. `gate` (an access.TokenGate) and `context` go together."""
     if port <= 0:
         return None
     if (gate is None) != (context is None):

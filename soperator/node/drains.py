@@ -1,0 +1,26 @@
+"""Every drain reason soperator writes into Slurm, and the one test of whose a drain is.
+
+A drain belongs to whoever set it, and only its owner undoes it: an admin's drain, a health check's or
+another operation's stays as it is. Ownership is the reason's prefix: the operator appends what it
+drains for (" of node set cpu"). Standard library only: the node code (hold.py, fresh_boot.py) and the
+operator's planners (soperator/reconcile) both import it.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+# The operator's (soperator/reconcile).
+SCALE_IN = "soperator: scale-in"
+UPDATE = "soperator: update"
+MAINTENANCE = "soperator: maintenance"
+# The node code's: the populate Job's hold while it overwrites the jail (hold.py), and a worker
+# container that started again after its jobs died with the previous one (fresh_boot.py).
+POPULATE_HOLD = "soperator:populate-jail-overwrite"
+CONTAINER_RESTARTED = "soperator:container-restarted: its jobs died with the previous container"
+
+ALL = (SCALE_IN, UPDATE, MAINTENANCE, POPULATE_HOLD, CONTAINER_RESTARTED)
+
+
+def owned(flags: Iterable[str], reason: str, own: str) -> bool:
+    """Drained, and by `own`: the node has the DRAIN flag and its reason starts with `own`."""
+    return "DRAIN" in flags and reason.startswith(own)

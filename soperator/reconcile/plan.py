@@ -1,0 +1,83 @@
+"""Every step a pass takes on the node sets, planned from its snapshot alone: pure, so each planner is
+tested from tables of observed state (tests/unit/test_plan.py) and acted on by node_actions.py.
+
+The per-concern planners are scale_in.py (replicas and drains), maintenance.py (holds), rollout.py
+(pod replacement) and drain_timeout.py; this module feeds them the snapshot and adds the removal of
+node sets no longer in the spec.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from soperator.api.cluster import SlurmCluster
+from soperator.api.spec import NodeSetSpec
+from soperator.reconcile.maintenance import Hold, plan_maintenance
+from soperator.reconcile.observe import Snapshot
+from soperator.reconcile.rollout import Rollout, plan_rollout
+from soperator.reconcile.scale_in import Plan, plan_replicas
+from soperator.reconcile.slurm_nodes import node_set_of
+from soperator.render.worker import node_set_stateful_set_name
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A node set no longer in the spec: its StatefulSet lowered as its scale-in allows, then deleted."""
+
+    stateful_set: str
+    replicas: int | None = None  # lower the live count to this
+    delete: bool = False
+
+
+@dataclass(frozen=True)
+class NodeSetPlan:
+    scale: dict[str, Plan]  # every node set's, the removed ones' included
+    removals: dict[str, Removal]
+    holds: dict[str, Hold]
+    rollouts: dict[str, Rollout]
+
+    def replicas(self) -> dict[str, int]:
+        """What each node set's StatefulSet gets this pass (render's required argument)."""
+        return {name: plan.replicas for name, plan in self.scale.items()}
+
+
+def desired_replicas(node_set: NodeSetSpec) -> int:
+    """The count a node set is driven to. The spec's today; elastic node sets will size it by demand."""
+    return node_set.replicas
+
+
+def in_maintenance(cluster: SlurmCluster, node_set: NodeSetSpec) -> bool:
+    return node_set.maintenance or cluster.spec.maintenance
+
+
+def _replicas(sts: dict | None) -> int | None:
+    return None if sts is None else (sts.get("spec") or {}).get("replicas", 0)
+
+
+def plan_node_sets(snap: Snapshot) -> NodeSetPlan:
+    cluster, nodes = snap.cluster, snap.slurm.nodes
+    live = snap.node_set_stateful_sets()
+    kept = {n.name for n in cluster.spec.node_sets}
+    removed = {name: sts for name, sts in live.items() if name not in kept}
+    scale = {n.name: plan_replicas(node_set_stateful_set_name(cluster, n), desired_replicas(n),
+                                   _replicas(live.get(n.name)), nodes) for n in cluster.spec.node_sets}
+    scale.update({name: plan_replicas(sts["metadata"]["name"], 0, _replicas(sts), nodes)
+                  for name, sts in removed.items()})
+    holds = {n.name: plan_maintenance(node_set_stateful_set_name(cluster, n), in_maintenance(cluster, n), nodes)
+             for n in cluster.spec.node_sets}
+    rollouts = {}
+    for node_set in cluster.spec.node_sets:
+        revision = ((live.get(node_set.name) or {}).get("status") or {}).get("updateRevision")
+        pods = [p for p in snap.worker_pods if node_set_of(p) == node_set.name]
+        plan = plan_rollout(revision, pods, scale[node_set.name].replicas, node_set.max_unavailable, nodes)
+        # Maintenance holds the node set: no drain of the rollout's own until it is over.
+        rollouts[node_set.name] = replace(plan, drain=[]) if in_maintenance(cluster, node_set) else plan
+    return NodeSetPlan(scale, {name: _removal(sts, scale[name]) for name, sts in removed.items()}, holds, rollouts)
+
+
+def _removal(sts: dict, plan: Plan) -> Removal:
+    name, live = sts["metadata"]["name"], _replicas(sts)
+    if plan.replicas < live:
+        return Removal(name, replicas=plan.replicas)
+    if live == 0 and not (sts.get("status") or {}).get("replicas"):
+        return Removal(name, delete=True)
+    return Removal(name)
