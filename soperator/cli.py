@@ -49,7 +49,7 @@ def _dump(objects: list[dict], fmt: str) -> str:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from soperator.keys import load_or_create
-    from soperator.render import KeyMaterial, render_all
+    from soperator.render import KeyMaterial, render_all, slurmdbd_left_out
 
     clusters = _load(args.file)
     if clusters is None:
@@ -59,11 +59,17 @@ def cmd_render(args: argparse.Namespace) -> int:
         if not args.keys_dir:
             print("error: --with-secrets needs --keys-dir DIR (where the keys are kept)", file=sys.stderr)
             return 2
-        munge, host, jwt_key = load_or_create(args.keys_dir)
-        keys = KeyMaterial(munge_key=munge, ssh_host_keys=host, jwt_key=jwt_key)
+        munge, host, jwt_key, db_password = load_or_create(args.keys_dir)
+        keys = KeyMaterial(munge_key=munge, ssh_host_keys=host, jwt_key=jwt_key, db_password=db_password)
         print("warning: the output holds private keys (munge key, ssh host keys): keep it like them",
               file=sys.stderr)
     objects = [obj for cluster in clusters for obj in render_all(cluster, keys)]
+    for cluster in clusters:
+        if slurmdbd_left_out(cluster, keys):
+            print(f"note: {cluster.namespace}/{cluster.name}: slurmdbd's StatefulSet is left out: it names its config "
+                  "Secret by a hash of slurmdbd.conf, database password included ("
+                  + ("the external database's password is in your Secret" if cluster.spec.accounting.external
+                     else "render it with --with-secrets --keys-dir DIR") + ")", file=sys.stderr)
     sys.stdout.write(_dump(objects, args.output))
     return 0
 

@@ -55,12 +55,13 @@ def _secret_file(directory: str, name: str, generate) -> bytes:
         return fh.read()
 
 
-def load_or_create(directory: str) -> tuple[bytes, dict[str, SshHostKey], bytes]:
+def load_or_create(directory: str) -> tuple[bytes, dict[str, SshHostKey], bytes, bytes]:
     """Keys kept in a directory, created once: repeated renders stay byte-identical.
-    Returns (munge key, ssh host keys, JWT key)."""
+    Returns (munge key, ssh host keys, JWT key, managed accounting database's password)."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
     munge = _secret_file(directory, "munge.key", generate_munge_key)
     jwt_key = _secret_file(directory, "jwt_hs256.key", generate_jwt_key)
+    db_password = _secret_file(directory, "db.password", generate_db_password)
     host_keys: dict[str, SshHostKey] = {}
     fresh = None
     for key_type in ("ed25519", "ecdsa", "rsa"):
@@ -72,7 +73,7 @@ def load_or_create(directory: str) -> tuple[bytes, dict[str, SshHostKey], bytes]
                 fh.write(fresh[key_type].public + "\n")
         with open(path) as priv, open(path + ".pub") as pub:
             host_keys[key_type] = SshHostKey(private=priv.read(), public=pub.read().strip())
-    return munge, host_keys, jwt_key
+    return munge, host_keys, jwt_key, db_password
 
 
 def _write_private(path: str, data: bytes) -> None:

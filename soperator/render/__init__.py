@@ -1,13 +1,15 @@
 """Pure renderers: a validated SlurmCluster (plus key material) in, Kubernetes objects out.
 
-Objects come in apply order: secrets, config maps, the populate-jail Job, then the Slurm nodes.
+Objects come in the operator's apply order: key Secrets, accounting (slurmdbd and its database),
+config maps, the populate-jail Job, then the Slurm nodes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from soperator.api.cluster import SlurmCluster
-from soperator.keys import SshHostKey, generate_jwt_key
+from soperator.keys import SshHostKey, generate_db_password, generate_jwt_key
+from soperator.render.accounting import accounting_services, slurmdbd_conf_secret, slurmdbd_stateful_set
 from soperator.render.common import Obj
 from soperator.render.configs import slurm_configs_config_map, sshd_config_map
 from soperator.render.disruption import disruption_budgets
@@ -15,7 +17,7 @@ from soperator.render.controller import controller_service, controller_stateful_
 from soperator.render.login import login_headless_service, login_ssh_service, login_stateful_set
 from soperator.render.network_policy import node_egress_policy
 from soperator.render.populate_jail import populate_jail_job
-from soperator.render.secrets import jwt_key_secret, munge_key_secret, ssh_host_keys_secret
+from soperator.render.secrets import db_password_secret, jwt_key_secret, munge_key_secret, ssh_host_keys_secret
 from soperator.render.worker import worker_service, worker_stateful_sets
 
 
@@ -24,6 +26,7 @@ class KeyMaterial:
     munge_key: bytes
     ssh_host_keys: dict[str, SshHostKey]
     jwt_key: bytes = field(default_factory=generate_jwt_key)
+    db_password: bytes = field(default_factory=generate_db_password)  # a managed accounting database's
 
 
 def secrets(cluster: SlurmCluster, keys: KeyMaterial) -> list[Obj]:
@@ -35,7 +38,25 @@ def secrets(cluster: SlurmCluster, keys: KeyMaterial) -> list[Obj]:
         out.append(ssh_host_keys_secret(cluster, keys.ssh_host_keys))
     if not cluster.spec.secrets.jwt_key:
         out.append(jwt_key_secret(cluster, keys.jwt_key))
+    if cluster.spec.accounting.enabled and not cluster.spec.accounting.external:
+        out.append(db_password_secret(cluster, keys.db_password))
     return out
+
+
+def slurmdbd_left_out(cluster: SlurmCluster, keys: KeyMaterial | None) -> bool:
+    """slurmdbd's StatefulSet names its config Secret by a hash of the file, password included: without
+    the password (no keys; an external database's, in the admin's Secret) it cannot be rendered."""
+    return cluster.spec.accounting.enabled and (keys is None or cluster.spec.accounting.external is not None)
+
+
+def accounting(cluster: SlurmCluster, keys: KeyMaterial | None) -> list[Obj]:
+    """slurmdbd and its database, with slurmdbd.conf's Secret when the password is known."""
+    if not cluster.spec.accounting.enabled:
+        return []
+    if slurmdbd_left_out(cluster, keys):
+        return accounting_services(cluster)
+    conf = slurmdbd_conf_secret(cluster, keys.db_password.decode())
+    return [conf, *accounting_services(cluster), slurmdbd_stateful_set(cluster, conf["metadata"]["name"])]
 
 
 def config_maps(cluster: SlurmCluster, accounting_live: bool = True) -> list[Obj]:
@@ -65,4 +86,5 @@ def spec_replicas(cluster: SlurmCluster) -> dict[str, int]:
 def render_all(cluster: SlurmCluster, keys: KeyMaterial | None) -> list[Obj]:
     """Every object of the cluster; without keys, the generated Secrets are left out."""
     head = secrets(cluster, keys) if keys is not None else []
-    return head + config_maps(cluster) + [populate_jail_job(cluster)] + slurm_nodes(cluster, spec_replicas(cluster))
+    return (head + accounting(cluster, keys) + config_maps(cluster, accounting_live=True) + [populate_jail_job(cluster)]
+            + slurm_nodes(cluster, spec_replicas(cluster)))

@@ -107,10 +107,17 @@ def database_ingress_policy(cluster: SlurmCluster) -> Obj:
                      "policyTypes": ["Ingress"], "ingress": ingress}}
 
 
-def accounting_objects(cluster: SlurmCluster, conf_secret: str) -> list[Obj]:
-    """Everything but slurmdbd.conf's Secret (`conf_secret`: its name); none when accounting is off."""
+def accounting_services(cluster: SlurmCluster) -> list[Obj]:
+    """Everything of accounting but the Secrets and slurmdbd's StatefulSet; none when it is off."""
     if not cluster.spec.accounting.enabled:
         return []
     managed = [] if cluster.spec.accounting.external else [
         database_service(cluster), database_ingress_policy(cluster), database_stateful_set(cluster)]
-    return managed + [slurmdbd_service(cluster), slurmdbd_stateful_set(cluster, conf_secret)]
+    return managed + [slurmdbd_service(cluster)]
+
+
+def accounting_objects(cluster: SlurmCluster, conf_secret: str) -> list[Obj]:
+    """Everything but slurmdbd.conf's Secret (`conf_secret`: its name); none when accounting is off."""
+    if not cluster.spec.accounting.enabled:
+        return []
+    return accounting_services(cluster) + [slurmdbd_stateful_set(cluster, conf_secret)]

@@ -121,6 +121,31 @@ def test_an_idle_pass_reads_each_kind_once_whatever_the_node_sets(kube, kubectl,
         "ConfigMap", "Service", "StatefulSet", "Job", "NetworkPolicy", "PodDisruptionBudget", "Pod")}
 
 
+def test_render_prints_every_object_the_operator_creates(kube, kubectl, crd_installed, namespace, keys):
+    """`soperator render --with-secrets` and the operator agree on every object, accounting included
+    (slurmdbd.conf's Secret is named by a hash of its content, so only its prefix is compared)."""
+    from soperator.api import parse_cluster
+    from soperator.render import render_all
+
+    _create(kubectl, namespace, "g1", nodeSets=[{"name": "cpu", "replicas": 1}, {"name": "gpu", "replicas": 1}],
+            accounting={"enabled": True, "managed": {"claimName": "acct-db"}})
+    reconcile(kube, _body(kube, namespace, "g1"))
+    _finish_job(kubectl, namespace, "g1-populate-jail")
+    _converge(kube, namespace, "g1")
+
+    def named(kind, name):
+        return (kind, "g1-slurmdbd-conf-*" if name.startswith("g1-slurmdbd-conf-") else name)
+
+    created = {named(kind, name) for api, kind in (("v1", "Secret"), ("v1", "ConfigMap"), ("v1", "Service"),
+                                                    ("apps/v1", "StatefulSet"), ("batch/v1", "Job"),
+                                                    ("networking.k8s.io/v1", "NetworkPolicy"),
+                                                    ("policy/v1", "PodDisruptionBudget"))
+               for name in _names(kube, namespace, kind, api)}
+    rendered = render_all(parse_cluster(_body(kube, namespace, "g1")), keys)
+    assert {named(o["kind"], o["metadata"]["name"]) for o in rendered} == created
+    assert ("StatefulSet", "g1-slurmdbd") in created and ("Secret", "g1-slurmdbd-conf-*") in created
+
+
 def test_keys_are_never_regenerated(kube, api, kubectl, crd_installed, namespace):
     _create(kubectl, namespace, "c3")
     reconcile(kube, _body(kube, namespace, "c3"))

@@ -57,6 +57,26 @@ def test_apply_order_secrets_configs_job_then_nodes(keys):
     assert kinds.index("Job") < kinds.index("StatefulSet")
 
 
+def test_render_prints_accounting_in_the_operators_order(keys):
+    """Key Secrets, then accounting (slurmdbd.conf's Secret, the database, slurmdbd), then the rest:
+    the order the operator applies them in. Without the password, slurmdbd's StatefulSet (which names
+    its config Secret by a hash of the file, password included) is left out, and said so by the CLI."""
+    from soperator.render import slurmdbd_left_out
+
+    cluster = make_cluster(accounting={"enabled": True, "managed": {"claimName": "acct-db"}})
+    names = [(o["kind"], o["metadata"]["name"]) for o in render_all(cluster, keys)]
+    accounting = [("Secret", "demo-db-password"), ("Service", "demo-database"), ("NetworkPolicy", "demo-database-ingress"),
+                  ("StatefulSet", "demo-database"), ("Service", "demo-slurmdbd"), ("StatefulSet", "demo-slurmdbd")]
+    assert [n for n in names if n in accounting] == accounting
+    conf = [n for n in names if n[1].startswith("demo-slurmdbd-conf-")]
+    assert len(conf) == 1 and names.index(conf[0]) < names.index(("StatefulSet", "demo-slurmdbd"))
+    assert names.index(("StatefulSet", "demo-slurmdbd")) < names.index(("ConfigMap", "demo-slurm-configs"))
+    without = [(o["kind"], o["metadata"]["name"]) for o in render_all(cluster, None)]
+    assert ("StatefulSet", "demo-database") in without and ("StatefulSet", "demo-slurmdbd") not in without
+    assert not [n for n in without if n[0] == "Secret"] and slurmdbd_left_out(cluster, None)
+    assert not slurmdbd_left_out(cluster, keys) and not slurmdbd_left_out(make_cluster(), None)
+
+
 def test_key_material_goes_into_secrets_unchanged(keys):
     objects = _by_kind_name(render_all(make_cluster(), keys))
     munge = objects[("Secret", "demo-munge-key")]["data"]["munge.key"]
