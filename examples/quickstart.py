@@ -74,11 +74,15 @@ def start_local_node(args) -> None:
     print(f"  node {cluster.node.plane.address} Ready; kubeconfig {args.kubeconfig}", flush=True)
 
 
+def _say(note: str) -> None:
+    print(f"  {note}", flush=True)
+
+
 def import_local_images(args) -> None:
     from images.build import build_all, image_ref
 
-    build_all()
-    imported = local_cluster(args).node.import_images([image_ref(name) for name in IMAGES])
+    build_all(progress=_say)
+    imported = local_cluster(args).node.import_images([image_ref(name) for name in IMAGES], progress=_say)
     print(f"  imported into containerd: {', '.join(imported) or 'nothing new'}", flush=True)
 
 
@@ -98,7 +102,7 @@ def load_kind_images(args) -> None:
     from images.build import build_all, image_ref
     from images.podman import podman
 
-    build_all()
+    build_all(progress=_say)
     with tempfile.TemporaryDirectory() as tmp:
         for name in IMAGES:
             archive = f"{tmp}/{name}.tar"

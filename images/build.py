@@ -13,15 +13,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from images import vendor
-from images.podman import CACHE, PodmanError, podman
+from images.podman import CACHE, PodmanError, podman, podman_streamed
 from soperator import __version__
 
 HERE = Path(__file__).resolve().parent
@@ -52,12 +54,32 @@ def image_ref(name: str) -> str:
     return f"localhost/soperator/{name}:{__version__}"
 
 
-def ensure_base(suite: str = SUITE) -> str:
+# Where a person waiting on a build is told how far it is: a callback given one line at a time.
+Progress = Callable[[str], None]
+_STEP = re.compile(r"^STEP (\d+)/(\d+): (.*)")
+
+
+def step_note(line: str, width: int = 72) -> str | None:
+    """`step 4/15: RUN apt-get install …` for a podman build's STEP line, else None."""
+    match = _STEP.match(line)
+    if not match:
+        return None
+    what = " ".join(match[3].split())
+    return f"step {match[1]}/{match[2]}: {what if len(what) <= width else what[:width - 1] + '…'}"
+
+
+def _teller(progress: Progress | None, head: str) -> Progress:
+    return (lambda note: progress(f"{head}: {note}")) if progress is not None else (lambda note: None)
+
+
+def ensure_base(suite: str = SUITE, progress: Progress | None = None) -> str:
     """A Debian `suite` minbase image made with debootstrap (the tarball is cached); its name."""
     ref, tar = base_ref(suite), CACHE / "images" / f"{suite}-minbase-nodebs.tar"
     if podman("image", "exists", ref, check=False).returncode == 0:
         return ref
+    say = _teller(progress, f"base image {ref}")
     if not tar.exists():
+        say(f"debootstrap of Debian {suite} (a few minutes, once: the tarball is kept)")
         if not shutil.which("debootstrap"):
             raise PodmanError("debootstrap not found: install it (see .ci/run)")
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
@@ -70,6 +92,7 @@ def ensure_base(suite: str = SUITE) -> str:
             subprocess.run(["tar", "-C", str(rootfs), "--exclude=./var/cache/apt/archives/*.deb",
                             "-cf", str(tar) + ".part", "."], check=True)
             Path(str(tar) + ".part").rename(tar)
+    say("importing into podman")
     podman("import", str(tar), ref)
     return ref
 
@@ -151,6 +174,14 @@ def record_packages(name: str, digest: str) -> Path:
     return path
 
 
+def _build(ctx: Path, ref: str, digest: str, say: Progress | None) -> None:
+    argv = ("build", "--layers", "--label", f"{LABEL}={digest}", "-t", ref, "-f", str(ctx / "Containerfile"), str(ctx))
+    if say is None:
+        podman(*argv)
+        return
+    podman_streamed(*argv, on_line=lambda line: (note := step_note(line)) and say(note))
+
+
 def _wanted(only: list[str] | None) -> list[str]:
     if not only:
         return list(IMAGES)
@@ -167,14 +198,16 @@ def _wanted(only: list[str] | None) -> list[str]:
 
 
 def build_all(force: bool = False, only: list[str] | None = None,
-              sources: dict[str, vendor.Source] | None = None) -> dict[str, float]:
+              sources: dict[str, vendor.Source] | None = None, progress: Progress | None = None) -> dict[str, float]:
     """Build the images (all, or `only` these and their parents); returns seconds per image built.
-    `sources` replaces vendored archives by upstream's (images.vendor)."""
+    `sources` replaces vendored archives by upstream's (images.vendor); `progress` is told which image
+    is building and its steps as they start."""
     names = _wanted(only)
-    ensure_base()
+    ensure_base(progress=progress)
     timings, digests = {}, {}
     base = _label(BASE) or BASE
-    for name in names:
+    for number, name in enumerate(names, 1):
+        say = _teller(progress, f"image {number}/{len(names)} {name}")
         directory, parents = IMAGES[name]
         ctx = _context(directory, sources or {})
         try:
@@ -183,14 +216,17 @@ def build_all(force: bool = False, only: list[str] | None = None,
             digests[name] = digest
             ref = image_ref(name)
             if force or _label(ref) != digest:
+                say("building (its inputs changed)")
                 started = time.monotonic()
                 if directory == "operator":
                     _operator_wheels(ctx)
                     # Bind-mounted files do not key podman's layer cache; this file does.
                     (ctx / "inputs").write_text(digest + "\n")
-                podman("build", "--layers", "--label", f"{LABEL}={digest}", "-t", ref, "-f",
-                       str(ctx / "Containerfile"), str(ctx))
+                _build(ctx, ref, digest, say if progress is not None else None)
                 timings[name] = round(time.monotonic() - started, 1)
+                say(f"built in {timings[name]:.0f} s")
+            else:
+                say("up to date")
             record_packages(name, digest)
         finally:
             shutil.rmtree(ctx, ignore_errors=True)

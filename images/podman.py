@@ -7,10 +7,13 @@ machine that has CNI state, so the backend is named, and its network definitions
 """
 from __future__ import annotations
 
+import collections
 import os
 import shutil
 import subprocess
+import threading
 from pathlib import Path
+from typing import Callable
 
 CACHE = Path(os.environ.get("SOPERATOR_CACHE", Path.home() / ".cache" / "soperator"))
 PODMAN_DIR = CACHE / "podman"
@@ -43,11 +46,35 @@ def podman_env() -> dict[str, str]:
     return {**os.environ, "CONTAINERS_CONF": str(conf), "CONTAINERS_STORAGE_CONF": str(storage)}
 
 
-def podman(*args: str, check: bool = True, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
+def _binary() -> str:
     binary = shutil.which("podman")
     if not binary:
         raise PodmanError("podman not found: install podman, buildah and runc (see .ci/run)")
-    proc = subprocess.run([binary, *args], env=podman_env(), capture_output=True, text=True, timeout=timeout, **kw)
+    return binary
+
+
+def podman_streamed(*args: str, on_line: Callable[[str], None], timeout: float = 900) -> None:
+    """podman with each output line handed to `on_line` as it comes (a build's steps, for a person
+    waiting); the last lines go into the error when it fails or outlives `timeout`."""
+    proc = subprocess.Popen([_binary(), *args], env=podman_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace")
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    tail: collections.deque[str] = collections.deque(maxlen=60)
+    try:
+        for line in proc.stdout:
+            tail.append(line)
+            on_line(line.rstrip("\n"))
+        code = proc.wait()
+    finally:
+        timer.cancel()
+    if code != 0:
+        raise PodmanError(f"podman {' '.join(args[:3])}... failed ({code}; killed after {timeout:.0f} s if negative):\n"
+                          + "".join(tail)[-3000:])
+
+
+def podman(*args: str, check: bool = True, timeout: float = 900, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run([_binary(), *args], env=podman_env(), capture_output=True, text=True, timeout=timeout, **kw)
     if check and proc.returncode != 0:
         raise PodmanError(f"podman {' '.join(args[:3])}... failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return proc

@@ -7,6 +7,7 @@ operator's planners (soperator/reconcile) both import it.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterable
 
 # The operator's (soperator/reconcile).
@@ -24,3 +25,13 @@ ALL = (SCALE_IN, UPDATE, MAINTENANCE, POPULATE_HOLD, CONTAINER_RESTARTED)
 def owned(flags: Iterable[str], reason: str, own: str) -> bool:
     """Drained, and by `own`: the node has the DRAIN flag and its reason starts with `own`."""
     return "DRAIN" in flags and reason.startswith(own)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DrainSteps:
+    """What a planner asks of Slurm for one node set, by node name: the step type every planner's plan
+    extends (scale-in, update, maintenance), so one act drains and resumes them all alike."""
+
+    drain: list[str] = field(default_factory=list)
+    resume: list[str] = field(default_factory=list)  # only ever the planner's own drains
+    busy: list[str] = field(default_factory=list)  # drained for this, still running jobs (or unknown)

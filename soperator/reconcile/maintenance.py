@@ -3,18 +3,16 @@ finish; no new one starts. Switched off, only the operator's own maintenance dra
 node an admin or a health check drained stays drained."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from soperator.node.drains import MAINTENANCE, owned
+from soperator.node.drains import MAINTENANCE, DrainSteps, owned
 from soperator.slurm import SlurmNode
 
 
 
 @dataclass(frozen=True)
-class Hold:
-    drain: list[str] = field(default_factory=list)
-    resume: list[str] = field(default_factory=list)
-    busy: list[str] = field(default_factory=list)  # drained for maintenance, still running jobs
+class Hold(DrainSteps):
+    """busy: drained for maintenance, still running jobs."""
 
 
 def plan_maintenance(prefix: str, on: bool, nodes: dict[str, SlurmNode] | None) -> Hold:

@@ -11,7 +11,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
-from soperator.node.drains import MAINTENANCE, SCALE_IN, UPDATE
+from soperator.node.drains import MAINTENANCE, SCALE_IN, UPDATE, DrainSteps
 from soperator.reconcile.drain_timeout import overdue
 from soperator.reconcile.maintenance import Hold
 from soperator.reconcile.plan import NodeSetPlan, in_maintenance
@@ -21,8 +21,8 @@ from soperator.reconcile.slurm_nodes import Observation
 from soperator.slurm import SlurmError
 
 
-def _drain_and_resume(seen: Observation, reason: str, steps: dict) -> None:
-    """`steps`: per node set, a plan with `drain` and `resume` lists of node names."""
+def _drain_and_resume(seen: Observation, reason: str, steps: dict[str, DrainSteps]) -> None:
+    """`steps`: per node set, what its planner asks; `reason`: the planner's own (node/drains.py)."""
     for node_set, step in steps.items():
         for node in step.drain:
             seen.client.drain(node, f"{reason} of node set {node_set}")
@@ -58,7 +58,7 @@ def _wait_for_jobs(seen: Observation, node_set: NodeSetSpec | None, busy: list[s
     return Waited([j for j in jobs if j not in cancel], cancel, [])
 
 
-def _waits(cluster: SlurmCluster, seen: Observation, steps: dict, own_reason: str,
+def _waits(cluster: SlurmCluster, seen: Observation, steps: dict[str, DrainSteps], own_reason: str,
            now: float | None) -> dict[str, Waited]:
     """Per node set whose plan waits on busy nodes (`steps[...].busy`): the jobs, and drainTimeout's doing."""
     if seen.nodes is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from soperator.node.drains import UPDATE, owned
+from soperator.node.drains import UPDATE, DrainSteps, owned
 from soperator.slurm import SlurmNode
 
 REVISION_LABEL = "controller-revision-hash"
@@ -21,13 +21,10 @@ _SERVING = ("idle", "allocated", "mixed")
 
 
 @dataclass(frozen=True)
-class Rollout:
-    drain: list[str] = field(default_factory=list)
+class Rollout(DrainSteps):
     delete_pods: list[str] = field(default_factory=list)
-    resume: list[str] = field(default_factory=list)
     outdated: list[str] = field(default_factory=list)
     waiting: str | None = None
-    busy: list[str] = field(default_factory=list)  # drained for the update, still running jobs
 
 
 def plan_rollout(update_revision: str | None, pods: list[dict], replicas: int, max_unavailable: int,
@@ -59,7 +56,8 @@ def plan_rollout(update_revision: str | None, pods: list[dict], replicas: int, m
         parts.append(f"draining: {', '.join(busy)}")
     if held:
         parts.append(f"drained by someone else, kept as they are: {', '.join(held)}")
-    return Rollout(drain, delete, resume, outdated, "; ".join(parts), busy)
+    return Rollout(drain=drain, delete_pods=delete, resume=resume, outdated=outdated, waiting="; ".join(parts),
+                   busy=busy)
 
 
 def _ordinal(pod: dict) -> int:

@@ -12,9 +12,9 @@ undoes only the operator's own drains (their reason starts with SCALE_IN).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from soperator.node.drains import SCALE_IN, owned
+from soperator.node.drains import SCALE_IN, DrainSteps, owned
 from soperator.slurm import SlurmNode
 
 # States in which a leaving node runs nothing and can go.
@@ -22,11 +22,8 @@ _GONE_READY = ("drained", "down", "notRegistered")
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(DrainSteps):
     replicas: int  # what the StatefulSet gets now
-    drain: list[str] = field(default_factory=list)
-    resume: list[str] = field(default_factory=list)
-    busy: list[str] = field(default_factory=list)  # leaving nodes still running jobs (or unknown)
     waiting: str | None = None  # why the StatefulSet is not at the spec's count yet
 
 

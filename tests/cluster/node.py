@@ -20,11 +20,13 @@ only if it was not there before.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import jinja2
 import yaml
@@ -207,10 +209,14 @@ class Node:
 
     # --- images ----------------------------------------------------------------------------------
 
-    def import_images(self, refs: list[str], pause: bool = False) -> list[str]:
+    def import_images(self, refs: list[str], pause: bool = False,
+                      progress: Callable[[str], None] | None = None) -> list[str]:
         """Import podman images into containerd's k8s.io namespace; returns the refs imported (an
-        image whose podman ID is already recorded as imported is skipped)."""
+        image whose podman ID is already recorded as imported is skipped). `progress` is told each
+        phase (save, import) with the archive's size, for a person waiting."""
         from images.podman import podman
+
+        say = progress or (lambda note: None)
 
         if pause:
             self._ensure_pause_image()
@@ -223,11 +229,18 @@ class Node:
             image_id = podman("image", "inspect", "--format", "{{.Id}}", ref).stdout.strip()
             if stamps.get(ref) != image_id or ref not in present:
                 todo.append((ref, image_id))
+        say(f"containerd holds {len(refs) - len(todo)} of the {len(refs)} images already")
         if todo:
             with tempfile.TemporaryDirectory(dir=self.workdir) as tmp:
                 archive = f"{tmp}/images.tar"
+                started = time.monotonic()
+                say(f"saving {len(todo)} image(s) from podman: {', '.join(r.rsplit('/', 1)[-1] for r, _ in todo)}")
                 podman("save", "-m", "--format", "docker-archive", "-o", archive, *[r for r, _ in todo])
+                size = os.path.getsize(archive) / 2**30
+                say(f"saved {size:.1f} GiB in {time.monotonic() - started:.0f} s; importing into containerd")
+                started = time.monotonic()
                 self._ctr("images", "import", archive, timeout=900)
+                say(f"imported in {time.monotonic() - started:.0f} s")
             stamps.update(dict(todo))
             stamps_path.write_text(json.dumps(stamps, indent=1, sort_keys=True))
         return [r for r, _ in todo]

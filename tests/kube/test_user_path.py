@@ -24,6 +24,7 @@ import paramiko
 import pytest
 
 from images.build import build_all, image_ref
+from images.build import IMAGES as BUILD_ORDER
 from images.podman import PodmanError
 from soperator.render.seccomp_profile import profile_json, pyxis_worker_profile_path
 from tests.cluster.node import NODE_IP
@@ -49,12 +50,29 @@ $(cat /etc/soperator-jail-release)" > /root/userpath/$(hostname)'
 
 
 @pytest.fixture(scope="module")
-def node_images(node):
+def node_images(node) -> list[str]:
+    """What the quick start tells a person waiting while the images build and import."""
+    notes: list[str] = []
     try:
-        build_all()
+        build_all(progress=notes.append)
     except (PodmanError, OSError) as exc:
         pytest.fail(f"image build failed: {exc}", pytrace=False)
-    node.import_images([image_ref(name) for name in IMAGES])
+    node.import_images([image_ref(name) for name in IMAGES], progress=notes.append)
+    return notes
+
+
+def test_the_wait_for_images_says_which_image_and_how_far(node_images):
+    built = [n for n in node_images if n.startswith("image ")]
+    finals = [n for n in built if n.endswith(": up to date") or " built in " in n]
+    assert len(finals) == len(BUILD_ORDER), node_images  # every image once, in build order
+    assert [n.split()[2].rstrip(":") for n in finals] == list(BUILD_ORDER)
+    assert all(n.split()[1] == f"{i}/{len(BUILD_ORDER)}" for i, n in enumerate(finals, 1))
+    for n in built:
+        if n.endswith("building (its inputs changed)"):  # a build tells its steps as they start
+            head = n.rsplit(":", 1)[0]
+            assert any(m.startswith(f"{head}: step 1/") for m in built), node_images
+    assert any(n.startswith("containerd holds ") and n.endswith(f"of the {len(IMAGES)} images already")
+               for n in node_images), node_images
 
 
 class Login:

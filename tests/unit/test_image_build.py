@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from images.build import IMAGES, _wanted
+from images.build import IMAGES, _wanted, step_note
 from images.podman import PodmanError
 
 
@@ -25,3 +25,14 @@ def test_no_selection_builds_everything_with_parents_before_children():
 def test_unknown_image_is_named():
     with pytest.raises(PodmanError, match="unknown image.*opertor"):
         _wanted(["opertor"])
+
+
+@pytest.mark.parametrize("line, note", [
+    ("STEP 4/15: RUN apt-get install -y slurmd", "step 4/15: RUN apt-get install -y slurmd"),
+    ("STEP 1/9: FROM localhost/soperator/node:0.1.0", "step 1/9: FROM localhost/soperator/node:0.1.0"),
+    ("STEP 2/3: RUN " + "x" * 200, "step 2/3: RUN " + "x" * 67 + "…"),  # long commands cut to a line
+    ("--> Using cache 3f2a…", None),
+    ("Get:1 http://deb.debian.org/debian trixie InRelease", None),
+])
+def test_a_build_line_becomes_a_step_note_or_nothing(line, note):
+    assert step_note(line) == note
