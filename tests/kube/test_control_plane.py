@@ -102,7 +102,7 @@ def test_status_subresource_and_printer_columns(kubectl, crd_installed, namespac
 def test_statefulset_pods_are_created_by_the_controller_manager(kubectl, crd_installed, namespace):
     cluster = parse_cluster(yaml.safe_load(_manifest("pods", nodeSets=[{"name": "worker", "replicas": 2}])) |
                             {"metadata": {"name": "pods", "namespace": namespace}})
-    kubectl("apply", "-f", "-", input=json.dumps(worker_stateful_set(cluster, cluster.spec.node_sets[0], 1)))
+    kubectl("apply", "-f", "-", input=json.dumps(worker_stateful_set(cluster, cluster.spec.node_sets[0], 2)))
 
     def pods():
         out = kubectl("-n", namespace, "get", "pods", "-o", "name").stdout.split()
