@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from soperator.node.layout import PORTS
 from tests.support.accounting import accounted_box
 from tests.support.wait import until
 
@@ -55,7 +56,7 @@ def measure(n: int) -> dict:
         live = time.monotonic() - ended
 
         _run(box, "pkill", "-x", "slurmdbd")
-        until(lambda: ":6819 " not in _run(box, "ss", "-ltn"), 60, "slurmdbd to stop", 0.2)
+        until(lambda: f":{PORTS.slurmdbd} " not in _run(box, "ss", "-ltn"), 60, "slurmdbd to stop", 0.2)
         queued_job, _ = _burst(box, n)
         _run(box, "sh", "-c", f"slurmdbd -D >>{box.work}/slurmdbd.log 2>&1 </dev/null &")
         started = time.monotonic()

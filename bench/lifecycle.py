@@ -23,6 +23,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bench.local_node import on_a_local_node
+from soperator.node.layout import NODE_SET_LABEL, PORTS
 from tests.cluster.local import LocalCluster
 from tests.cluster.tools import ensure_tools
 
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 import quickstart  # noqa: E402  (examples/ is not a package)
 
 NAME, NAMESPACE, NODE_SET = "bench", "bench", "worker"
-LABEL = f"slurm.soperator.dev/node-set={NODE_SET}"
+LABEL = f"{NODE_SET_LABEL}={NODE_SET}"
 
 
 class Bench:
@@ -107,7 +108,7 @@ def _idle(b: Bench, cluster: LocalCluster, workers: int, passes: int = 12) -> di
     cfg.cert_file, cfg.key_file = str(cluster.plane.pki.admin_cert), str(cluster.plane.pki.admin_key)
     kube = Kube(client.ApiClient(cfg))
     key = base64.b64decode(b.get("secret", f"{NAME}-jwt-key")["data"]["jwt_hs256.key"])
-    rest = SlurmRestClient(f"http://{b.get('service', f'{NAME}-rest')['spec']['clusterIP']}:6820",
+    rest = SlurmRestClient(f"http://{b.get('service', f'{NAME}-rest')['spec']['clusterIP']}:{PORTS.slurmrestd}",
                            lambda: mint_token(key))
 
     def body() -> dict:

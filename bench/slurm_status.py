@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from soperator.keys import generate_jwt_key, generate_munge_key
+from soperator.node.layout import NODE_SET_LABEL
 from soperator.reconcile.slurm_nodes import node_set_counts, pod_condition_changes, workers_of
 from soperator.render.configs import controller_host, slurm_files, worker_node_conf
-from soperator.render.nodes import NODE_SET_LABEL
 from soperator.slurm import SlurmRestClient, mint_token
 from tests.conftest import make_cluster
 from tests.support.rest_forward import RestForwarder

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from soperator.render.paths import PATHS
+from soperator.node.layout import PATHS
 
 
 def mount(*args: str) -> None:

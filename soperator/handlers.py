@@ -16,6 +16,7 @@ import kopf
 from soperator.metrics import access, server
 from soperator.api import GROUP, PLURAL, VERSION
 from soperator.kube import Kube
+from soperator.node.layout import MANAGED_BY_LABEL, OPERATOR
 from soperator.reconcile import reconcile
 
 RESYNC_SECONDS = float(os.environ.get("SOPERATOR_RESYNC_SECONDS", "60"))
@@ -100,7 +101,7 @@ def on_event(type: str, body: kopf.Body, memo: kopf.Memo, **_) -> None:  # noqa:
     _reconcile(memo, namespace, name)
 
 
-MANAGED = {"app.kubernetes.io/managed-by": "soperator"}
+MANAGED = {MANAGED_BY_LABEL: OPERATOR}
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=MANAGED)

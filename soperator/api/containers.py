@@ -7,6 +7,7 @@ from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model
 
 from soperator.api.common import ApiModel, AtField, cel
 from soperator.api.fields import PositiveQuantity, SecretName
+from soperator.node.layout import PATHS
 
 # enroot.conf keys soperator writes: where enroot keeps its files on the node (node-local, one
 # directory per user, see soperator/templates/enroot.conf.j2) and where its own parts are installed.
@@ -61,7 +62,7 @@ class Pyxis(ApiModel):
     enabled: bool = False
     storage_size: PositiveQuantity = Field(
         default="50Gi", description="sizeLimit of each worker's node-local volume for enroot's unpacked "
-        "containers, image layer cache and runtime files (/run/enroot, per user); gone with the pod")
+        f"containers, image layer cache and runtime files ({PATHS.enroot_runtime}, per user); gone with the pod")
     enroot_config: Annotated[dict[EnrootKey, EnrootValue], Field(
         max_length=32, description="more enroot.conf settings (e.g. ENROOT_SQUASH_OPTIONS, "
         "ENROOT_MAX_PROCESSORS, ENROOT_ROOTFS_WRITABLE); the path settings are soperator's",

@@ -11,7 +11,8 @@ from typing import Annotated, Iterable
 
 from pydantic import AfterValidator, Field, WithJsonSchema
 
-from soperator.node.mounts import ACCOUNT_FILES, CONTAINERS, JAIL_ENROOT_CONF, LOGIN, WORKER
+from soperator.node.layout import PATHS
+from soperator.node.mounts import ACCOUNT_FILES, CONTAINERS, LOGIN, WORKER
 
 # Components other than '.' and '..' (a name holding a character other than '.', or '...'), of
 # characters other than '/' and control characters.
@@ -23,7 +24,7 @@ CANONICAL_PATTERN = rf"^(/({_C}*[^./\x00-\x1f\x7f]{_C}*|\.\.\.+))+$"
 # directories and enroot.conf). A sub-mount on, above or below one would hide it. /etc/slurm too: a
 # slurm.conf there would shadow the configless copy the node keeps current.
 JAIL_RESERVED = tuple(sorted({b.path for b in WORKER + LOGIN + CONTAINERS} | set(ACCOUNT_FILES)
-                             | {"/proc", "/etc/slurm", JAIL_ENROOT_CONF}))
+                             | {"/proc", PATHS.slurm_config_dir, PATHS.jail_enroot_conf}))
 # On the node: a jail here would let populate-jail overwrite the host's own system.
 HOST_RESERVED = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/root", "/run",
                  "/sbin", "/sys", "/usr", "/var/lib/containerd", "/var/lib/docker", "/var/lib/kubelet",

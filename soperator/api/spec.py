@@ -14,6 +14,7 @@ from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, Annotatio
 from soperator.api.grammar import GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath, overlap_rule, overlapping
 from soperator.api.slurm_config import CgroupConfig, HealthCheck, Partition, PlugStack, SlurmConfig
+from soperator.node.layout import CONTROLLER, DATABASE, LOGIN, POPULATE_JAIL, PORTS, SLURMDBD
 
 
 class Images(ApiModel):
@@ -161,7 +162,7 @@ def distinct_sub_mounts(sub_mounts: list[JailSubMount]) -> list[JailSubMount]:
 # Names a node set may not take: its StatefulSet and pods are `<cluster>-<name>[-N]`, next to the
 # controller's, login's and accounting's StatefulSets and the populate Job's pods. Accounting's are
 # reserved while it is off too: turning it on must not collide with a node set that exists.
-RESERVED_NODE_SET_NAMES = ("controller", "login", "populate-jail", "slurmdbd", "database")
+RESERVED_NODE_SET_NAMES = (CONTROLLER, LOGIN, POPULATE_JAIL, SLURMDBD, DATABASE)
 # A StatefulSet's pods carry `controller-revision-hash: <statefulset>-<10 characters>`, a label value
 # of at most 63 characters: `<cluster>-<node set>` must stay within 52.
 MAX_STATEFUL_SET_NAME = 52
@@ -316,7 +317,7 @@ class ExternalDatabase(ApiModel):
     """A MySQL/MariaDB the cluster's admin runs; slurmdbd gets its own database and user there."""
 
     host: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$")]
-    port: int = Field(default=3306, ge=1, le=65535)
+    port: int = Field(default=PORTS.database, ge=1, le=65535)
     user: DbName = "slurm"
     database: DbName = "slurm_acct_db"
     password_secret: SecretName = Field(description="a Secret in the cluster's namespace whose key `password` "

@@ -9,14 +9,15 @@ import subprocess
 import sys
 
 from . import health_check
-from .roles import JAIL, JAIL_LIB, ONE_SHOT, ROLES, NodeError
+from .layout import PATHS
+from .roles import JAIL, ONE_SHOT, ROLES, NodeError
 from .supervise import Supervisor, log
 
 
 def main(argv: list[str]) -> int:
     role = argv[0] if argv else os.environ.get("SOPERATOR_COMPONENT", "")
     if role == "health-check":  # slurmd's HealthCheckProgram: exec'd in the jail, supervises nothing
-        return health_check.run(JAIL, JAIL_LIB)
+        return health_check.run(JAIL, PATHS.jail_lib)
     if role not in ROLES and role not in ONE_SHOT:
         log(f"unknown role {role!r}; expected one of {', '.join(sorted([*ROLES, *ONE_SHOT]))}")
         return 2

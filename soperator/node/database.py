@@ -8,7 +8,8 @@ import re
 import shutil
 import subprocess
 
-SOCKET = "/run/mysqld/mysqld.sock"
+from .layout import PATHS, PORTS
+
 _NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 
 
@@ -24,11 +25,11 @@ def prepare_datadir(data: str) -> bool:
     return True
 
 
-def server_argv(data: str, port: int = 3306, bind: str = "0.0.0.0") -> list[str]:
-    os.makedirs(os.path.dirname(SOCKET), exist_ok=True)
-    shutil.chown(os.path.dirname(SOCKET), "mysql", "mysql")
+def server_argv(data: str, port: int = PORTS.database, bind: str = "0.0.0.0") -> list[str]:
+    os.makedirs(os.path.dirname(PATHS.db_socket), exist_ok=True)
+    shutil.chown(os.path.dirname(PATHS.db_socket), "mysql", "mysql")
     # InnoDB with a larger log and lock wait: what SchedMD advises for slurmdbd's big transactions.
-    return ["mariadbd", "--user=mysql", f"--datadir={data}", f"--socket={SOCKET}", f"--port={port}",
+    return ["mariadbd", "--user=mysql", f"--datadir={data}", f"--socket={PATHS.db_socket}", f"--port={port}",
             f"--bind-address={bind}", "--skip-name-resolve", "--innodb-log-file-size=64M",
             "--innodb-lock-wait-timeout=900", "--innodb-buffer-pool-size=256M"]
 
@@ -44,5 +45,5 @@ def ensure_account(database: str, user: str, password: str) -> None:
            f"CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{quoted}';\n"
            f"ALTER USER '{user}'@'%' IDENTIFIED BY '{quoted}';\n"
            f"GRANT ALL ON `{database}`.* TO '{user}'@'%';\n")
-    subprocess.run(["mariadb", f"--socket={SOCKET}", "-u", "root"], input=sql, check=True, capture_output=True,
+    subprocess.run(["mariadb", f"--socket={PATHS.db_socket}", "-u", "root"], input=sql, check=True, capture_output=True,
                    text=True)

@@ -5,13 +5,14 @@ the node's root: if the jail cannot be entered, nothing runs and slurmd logs why
 
 slurmd runs HealthCheckProgram as root with no arguments and an environment of its own
 (SLURMD_NODENAME, SLURM_NODE_IS_HEALTHY), so the program's path comes from a file the worker
-entrypoint writes from the pod's environment (PROGRAM_FILE)."""
+entrypoint writes from the pod's environment (PATHS.health_check_program)."""
 from __future__ import annotations
 
 import ctypes
 import os
 
-PROGRAM_FILE = "/run/soperator/health-check-program"
+from .layout import PATHS
+
 # What the program gets: slurmd's variables, and a PATH for the jail's tools (none in slurmd's).
 PASSED = ("SLURMD_NODENAME", "SLURM_NODE_IS_HEALTHY")
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -21,7 +22,7 @@ class NotRun(RuntimeError):
     pass
 
 
-def program(program_file: str = PROGRAM_FILE) -> str:
+def program(program_file: str = PATHS.health_check_program) -> str:
     try:
         with open(program_file, encoding="utf-8") as fh:
             path = fh.read().strip()
@@ -45,7 +46,7 @@ def enter(jail: str, lib_path: str) -> None:
             raise NotRun(f"{what}: {err.value.decode(errors='replace')}")
 
 
-def run(jail: str, lib_path: str, program_file: str = PROGRAM_FILE) -> int:
+def run(jail: str, lib_path: str, program_file: str = PATHS.health_check_program) -> int:
     """Exec the program in the jail; on failure print why (slurmd logs a health check's output) and
     return non-zero, having run nothing."""
     try:

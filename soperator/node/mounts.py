@@ -12,6 +12,8 @@ import os
 import subprocess
 from dataclasses import dataclass
 
+from .layout import PATHS
+
 
 @dataclass(frozen=True)
 class Bind:
@@ -26,25 +28,22 @@ COMMON = (
     Bind("/etc/resolv.conf", is_dir=False),
     # The configless copy of the Slurm configuration (slurmd's, or sackd's on login nodes): Slurm
     # commands find it at /run/slurm/conf when /etc/slurm has no slurm.conf, as in the jail.
-    Bind("/run/slurm", read_only=True),
-    Bind("/run/munge"),
+    Bind(PATHS.configless_dir, read_only=True),
+    Bind(PATHS.munge_run_dir),
     Bind("/dev", recursive=True),
     Bind("/sys", recursive=True, read_only=True),
     Bind("/tmp"),
-    Bind("/opt/soperator/lib", read_only=True),
+    Bind(PATHS.lib_dir, read_only=True),
 )
-WORKER = COMMON + (Bind("/var/spool/slurmd"),)
+WORKER = COMMON + (Bind(PATHS.worker_spool),)
 # Workers of a node set with Pyxis: Pyxis's and enroot's runtime files, node-local (the pod's volume),
 # in parents of root's that users may not write.
-CONTAINER_RUNTIME = ("/run/pyxis", "/run/enroot")
-CONTAINERS = (*(Bind(path) for path in CONTAINER_RUNTIME), Bind("/etc/soperator/enroot", read_only=True))
+CONTAINER_RUNTIME = (PATHS.pyxis_runtime, PATHS.enroot_runtime)
+CONTAINERS = (*(Bind(path) for path in CONTAINER_RUNTIME), Bind(PATHS.enroot_credentials, read_only=True))
 # Each step user's own directories in them, made by the chroot plugin as root ("%u": the uid). The
-# worker lists them in USER_DIRS_FILE (spank_chroot/user_dirs.h); enroot.conf.j2 and plugstack.conf.j2
-# name the same places.
-USER_DIRS = ("/run/pyxis/%u", "/run/enroot/user-%u")
-USER_DIRS_FILE = "/run/soperator/user-dirs"
-# Where a Pyxis worker binds its enroot.conf inside the jail (enroot reads it there).
-JAIL_ENROOT_CONF = "/etc/enroot/enroot.conf"
+# worker lists them in PATHS.user_dirs_file (spank_chroot/user_dirs.h); enroot.conf.j2 and
+# plugstack.conf.j2 name the same places.
+USER_DIRS = (f"{PATHS.pyxis_runtime}/%u", f"{PATHS.enroot_runtime}/user-%u")
 LOGIN = COMMON
 # sshd looks users up on the node before it chroots: the node must see the jail's accounts.
 ACCOUNT_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow")

@@ -21,8 +21,10 @@ import stat
 import sys
 import time
 
-SENTINEL_DIR = ".soperator"
-SENTINEL = f"{SENTINEL_DIR}/populated"
+from .layout import PATHS
+
+SENTINEL = PATHS.populated
+SENTINEL_DIR = os.path.dirname(SENTINEL)
 FILLING = f"{SENTINEL_DIR}/filling"
 # Once a jail exists these belong to its users; account files hold the users they added.
 USER_DATA = ("home", "root", "tmp", "var/tmp", "opt/user", "etc/passwd", "etc/group", "etc/shadow",
@@ -206,8 +208,8 @@ def populate(source: str, target: str, overwrite: bool, keep: tuple[str, ...] = 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="fill the jail volume from a root filesystem")
-    parser.add_argument("--source", default=os.environ.get("SOPERATOR_JAIL_SOURCE", "/jail-rootfs"))
-    parser.add_argument("--target", default=os.environ.get("SOPERATOR_JAIL", "/jail"))
+    parser.add_argument("--source", default=os.environ.get("SOPERATOR_JAIL_SOURCE", PATHS.jail_source))
+    parser.add_argument("--target", default=os.environ.get("SOPERATOR_JAIL", PATHS.populate_target))
     parser.add_argument("--overwrite", action="store_true",
                         default=os.environ.get("SOPERATOR_POPULATE_OVERWRITE", "false") == "true")
     args = parser.parse_args(argv)

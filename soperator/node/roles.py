@@ -10,41 +10,25 @@ import socket
 import subprocess
 import time
 
+from . import layout
 from .associations import AssociationSync
 from .cluster_id import take_cluster_id_from_database
-from .database import SOCKET as DB_SOCKET, ensure_account, prepare_datadir, server_argv
+from .database import ensure_account, prepare_datadir, server_argv
 from .fresh_boot import forget_refusal, record, take_over
-from .health_check import PROGRAM_FILE as HEALTH_CHECK_FILE
 from .hold import hold, release
-from .mounts import (CONTAINER_RUNTIME, CONTAINERS, JAIL_ENROOT_CONF, LOGIN, USER_DIRS, USER_DIRS_FILE, WORKER, bind,
-                     bind_into_jail, harden_jail, mount_private_proc, use_jail_accounts)
+from .layout import PATHS
+from .mounts import (CONTAINER_RUNTIME, CONTAINERS, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail, harden_jail,
+                     mount_private_proc, use_jail_accounts)
 from .names import wait_for_names
 from .reconfigure import ConfigWatch
 from .scontrol import scontrol
 from .supervise import Supervisor, log, wait_for_path
 
-# Kept in step with soperator/render/paths.py (this package cannot import the operator).
-JAIL = os.environ.get("SOPERATOR_JAIL", "/mnt/jail")
-MUNGE_SECRET = "/etc/soperator/munge/munge.key"
-MUNGE_KEY = "/etc/munge/munge.key"
-MUNGE_SOCKET = "/run/munge/munge.socket.2"
-JWT_SECRET = "/etc/soperator/jwt/jwt_hs256.key"
-JWT_KEY = "/run/slurmctld-jwt/jwt_hs256.key"
-SLURMD_LOG = "/var/log/slurm/slurmd.log"
-SLURM_CONF = "/etc/slurm/slurm.conf"
-SLURMCTLD_STATE = "/var/spool/slurmctld"
-CONFIGLESS_DIR = "/run/slurm"
-SSHD_CONFIG = "/etc/ssh/soperator/sshd_config"
-ROOT_KEYS_GIVEN = "/etc/ssh/soperator/root_authorized_keys"
-ROOT_KEYS = "/run/soperator/root_authorized_keys"
-JAIL_LIB = "/opt/soperator/lib/libsoperator_jail.so"
-POPULATED = ".soperator/populated"
-ENROOT_CONF = "/run/soperator/enroot.conf"
+# Where the pod mounts the jail: render says so in the pod's environment.
+JAIL = os.environ.get("SOPERATOR_JAIL", PATHS.jail)
 # How long a node waits, before its daemon starts, for the controller's name to resolve and for
 # slurmctld to answer: within the worker's liveness probe (8 x 15 s), so the reason is logged.
 START_WAIT = 90.0
-# Read by the chroot plugin on the node before a step enters the jail (jail.h: SOPERATOR_NODE_USERNS_MARK).
-USERNS_MARK = "/run/soperator/allow-user-namespaces"
 
 
 class NodeError(RuntimeError):
@@ -73,8 +57,8 @@ def install_key(given: str, path: str, owner: str, mode: int = 0o400) -> None:
 
 def install_munge_key() -> None:
     """The key comes from the cluster's Secret; Debian's package bakes its own into every image."""
-    install_key(MUNGE_SECRET, MUNGE_KEY, "munge")
-    for d in ("/run/munge", "/var/lib/munge", "/var/log/munge"):
+    install_key(PATHS.munge_key_given, PATHS.munge_key, "munge")
+    for d in (PATHS.munge_run_dir, "/var/lib/munge", "/var/log/munge"):
         os.makedirs(d, exist_ok=True)
         shutil.chown(d, "munge", "munge")
 
@@ -82,37 +66,37 @@ def install_munge_key() -> None:
 def start_munged(sup: Supervisor) -> None:
     install_munge_key()
     proc = sup.start("munged", ["runuser", "-u", "munge", "--", "munged", "-F", "--log-file=/dev/stderr"])
-    if not wait_for_path(MUNGE_SOCKET, 30, proc):
+    if not wait_for_path(PATHS.munge_socket, 30, proc):
         raise NodeError("munged did not create its socket")
 
 
 def require_jail() -> None:
     """Refuse to start a jailed node on an empty or half-filled jail volume."""
-    if not os.path.exists(os.path.join(JAIL, POPULATED)):
-        raise NodeError(f"the jail at {JAIL} is not populated ({POPULATED} missing): has populate-jail run?")
+    if not os.path.exists(os.path.join(JAIL, PATHS.populated)):
+        raise NodeError(f"the jail at {JAIL} is not populated ({PATHS.populated} missing): has populate-jail run?")
 
 
 def controller(sup: Supervisor) -> None:
     require_jail()
     # slurmctld looks up every job user's groups for the job credential.
     log(f"accounts from the jail: {', '.join(use_jail_accounts(JAIL))}")
-    os.makedirs(SLURMCTLD_STATE, exist_ok=True)
-    shutil.chown(SLURMCTLD_STATE, "slurm", "slurm")
+    os.makedirs(PATHS.controller_spool, exist_ok=True)
+    shutil.chown(PATHS.controller_spool, "slurm", "slurm")
     # slurmctld checks slurmrestd callers' tokens with it (AuthAltParameters=jwt_key=...).
-    install_key(JWT_SECRET, JWT_KEY, "slurm")
+    install_key(PATHS.jwt_key_given, PATHS.jwt_key, "slurm")
     start_munged(sup)
-    take_cluster_id_from_database(SLURM_CONF, SLURMCTLD_STATE)
-    sup.start("slurmctld", ["slurmctld", "-D", "-f", SLURM_CONF])
-    sup.every(5.0, ConfigWatch(os.path.dirname(SLURM_CONF), os.path.join(SLURMCTLD_STATE, ".soperator-pushed"),
-                               before=lambda: take_cluster_id_from_database(SLURM_CONF, SLURMCTLD_STATE)))
-    sup.every(10.0, AssociationSync(SLURM_CONF))
+    take_cluster_id_from_database(PATHS.slurm_conf, PATHS.controller_spool)
+    sup.start("slurmctld", ["slurmctld", "-D", "-f", PATHS.slurm_conf])
+    sup.every(5.0, ConfigWatch(PATHS.slurm_config_dir, os.path.join(PATHS.controller_spool, ".soperator-pushed"),
+                               before=lambda: take_cluster_id_from_database(PATHS.slurm_conf, PATHS.controller_spool)))
+    sup.every(10.0, AssociationSync(PATHS.slurm_conf))
 
 
 def sticky_shm() -> None:
     """A kubelet makes the Memory emptyDir at /dev/shm 0777: without the sticky bit any user could
     delete or replace another user's MPI/NCCL segments."""
-    if os.path.isdir("/dev/shm"):
-        os.chmod("/dev/shm", 0o1777)
+    if os.path.isdir(PATHS.shm):
+        os.chmod(PATHS.shm, 0o1777)
 
 
 def restrict_sessions() -> None:
@@ -121,7 +105,7 @@ def restrict_sessions() -> None:
     cluster allows them, no user namespaces (the same C code, restrict.c)."""
     allow = os.environ.get("SOPERATOR_ALLOW_USER_NAMESPACES") == "true"
     err = ctypes.create_string_buffer(512)
-    lib = ctypes.CDLL(JAIL_LIB)
+    lib = ctypes.CDLL(PATHS.jail_lib)
     if lib.soperator_limit_session_capabilities(err, len(err)) != 0:
         raise NodeError(f"cannot limit login sessions' capabilities: {err.value.decode()}")
     if lib.soperator_restrict_sessions(int(allow), err, len(err)) != 0:
@@ -133,7 +117,7 @@ def mask_session_proc() -> None:
     """The login sessions' own procfs gets the runtime's masks (read-only /proc/sys and the rest,
     proc_mask.c), as job steps' does: root in the jail must not write kernel.core_pattern."""
     err = ctypes.create_string_buffer(512)
-    if ctypes.CDLL(JAIL_LIB).soperator_mask_proc(f"{JAIL}/proc".encode(), err, len(err)) != 0:
+    if ctypes.CDLL(PATHS.jail_lib).soperator_mask_proc(f"{JAIL}/proc".encode(), err, len(err)) != 0:
         raise NodeError(f"cannot mask the login sessions' /proc: {err.value.decode()}")
 
 
@@ -151,14 +135,14 @@ def limit_user_processes() -> None:
 def worker(sup: Supervisor) -> None:
     require_jail()
     sticky_shm()
-    os.makedirs("/var/spool/slurmd", exist_ok=True)
-    os.makedirs(os.path.dirname(SLURMD_LOG), exist_ok=True)
+    os.makedirs(PATHS.worker_spool, exist_ok=True)
+    os.makedirs(os.path.dirname(PATHS.slurmd_log), exist_ok=True)
     # Job users are the jail's users: slurmstepd resolves them before it enters the jail.
     log(f"accounts from the jail: {', '.join(use_jail_accounts(JAIL))}")
     start_munged(sup)
     # slurmd keeps the fetched configuration under its spool and links /run/slurm/conf to it: job
     # steps and the Slurm commands in the jail read it there.
-    os.makedirs(CONFIGLESS_DIR, exist_ok=True)
+    os.makedirs(PATHS.configless_dir, exist_ok=True)
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER))}")
     enable_containers()
     name_health_check()
@@ -167,7 +151,7 @@ def worker(sup: Supervisor) -> None:
     # This container's identity in Slurm (the node's InstanceId): only it may delete the record.
     instance = f"{os.environ.get('SOPERATOR_POD_UID', 'pod')}/{time.time_ns()}"
     log(take_over(name, instance, conf_server, START_WAIT, stop=lambda: sup.stopping))
-    sup.follow("slurmd-log", SLURMD_LOG)
+    sup.follow("slurmd-log", PATHS.slurmd_log)
     # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod. `-b`:
     # its boot time is slurmd's start, this container's, not the host kernel's (kept across reconfigure).
     sup.start("slurmd", ["slurmd", "-D", "-Z", "-b", "--instance-id", instance, "--conf-server", conf_server,
@@ -179,19 +163,19 @@ def name_health_check() -> None:
     """Where slurmd's HealthCheckProgram (health_check.py) finds the jail program the spec names."""
     program = os.environ.get("SOPERATOR_HEALTH_CHECK_PROGRAM")
     if program:
-        os.makedirs(os.path.dirname(HEALTH_CHECK_FILE), exist_ok=True)
-        with open(HEALTH_CHECK_FILE, "w", encoding="utf-8") as fh:
+        os.makedirs(os.path.dirname(PATHS.health_check_program), exist_ok=True)
+        with open(PATHS.health_check_program, "w", encoding="utf-8") as fh:
             fh.write(program + "\n")
         log(f"health check: {program}, in the jail")
-    elif os.path.exists(HEALTH_CHECK_FILE):
-        os.unlink(HEALTH_CHECK_FILE)
+    elif os.path.exists(PATHS.health_check_program):
+        os.unlink(PATHS.health_check_program)
 
 
 def enable_containers() -> None:
     """On a node set with Pyxis (the pod carries its enroot.conf): Pyxis's and enroot's node-local
     directories and that enroot.conf go into the jail, and job steps may create user namespaces.
     Root's and closed to users: the chroot plugin makes each step user's own directories in them
-    (listed in USER_DIRS_FILE, on the node's root), so no user can plant another's."""
+    (listed in PATHS.user_dirs_file, on the node's root), so no user can plant another's."""
     conf = os.environ.get("SOPERATOR_ENROOT_CONF")
     if not conf:
         return
@@ -199,16 +183,16 @@ def enable_containers() -> None:
         os.makedirs(path, exist_ok=True)
         os.chown(path, 0, 0)
         os.chmod(path, 0o755)
-    os.makedirs(os.path.dirname(ENROOT_CONF), mode=0o755, exist_ok=True)
-    with open(USER_DIRS_FILE, "w") as fh:
+    os.makedirs(os.path.dirname(PATHS.enroot_conf), mode=0o755, exist_ok=True)
+    with open(PATHS.user_dirs_file, "w") as fh:
         fh.write("".join(f"{template}\n" for template in USER_DIRS))
-    with open(ENROOT_CONF, "w") as fh:
+    with open(PATHS.enroot_conf, "w") as fh:
         fh.write(conf)
-    os.chmod(ENROOT_CONF, 0o644)
+    os.chmod(PATHS.enroot_conf, 0o644)
     bound = bind_into_jail(JAIL, CONTAINERS)
-    if bind(ENROOT_CONF, JAIL + JAIL_ENROOT_CONF, is_dir=False, read_only=True):
-        bound.append(JAIL_ENROOT_CONF)
-    open(USERNS_MARK, "w").close()
+    if bind(PATHS.enroot_conf, JAIL + PATHS.jail_enroot_conf, is_dir=False, read_only=True):
+        bound.append(PATHS.jail_enroot_conf)
+    open(PATHS.userns_mark, "w").close()
     log(f"container jobs (Pyxis): bound into the jail: {', '.join(bound)}; job steps may create user namespaces; "
         f"each step's user gets its own {', '.join(USER_DIRS)}")
 
@@ -234,16 +218,16 @@ def forget_node(name: str, instance: str) -> None:
 def install_root_keys() -> None:
     """Root's keys from the ConfigMap, copied where sshd's StrictModes accepts them: kubelet mounts a
     ConfigMap volume in a world-writable directory. The pod restarts when they change (config hash)."""
-    os.makedirs(os.path.dirname(ROOT_KEYS), mode=0o755, exist_ok=True)
-    os.chmod(os.path.dirname(ROOT_KEYS), 0o755)
-    if not os.path.exists(ROOT_KEYS_GIVEN):
+    os.makedirs(os.path.dirname(PATHS.root_authorized_keys), mode=0o755, exist_ok=True)
+    os.chmod(os.path.dirname(PATHS.root_authorized_keys), 0o755)
+    if not os.path.exists(PATHS.root_keys_given):
         return
-    with open(ROOT_KEYS_GIVEN, "rb") as src:
+    with open(PATHS.root_keys_given, "rb") as src:
         keys = src.read()
-    fd = os.open(ROOT_KEYS + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(PATHS.root_authorized_keys + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as dst:
         dst.write(keys)
-    os.replace(ROOT_KEYS + ".new", ROOT_KEYS)
+    os.replace(PATHS.root_authorized_keys + ".new", PATHS.root_authorized_keys)
 
 
 def login(sup: Supervisor) -> None:
@@ -254,8 +238,8 @@ def login(sup: Supervisor) -> None:
     # sackd fetches the configuration into /run/slurm/conf and keeps it current: the jail's Slurm
     # commands read it there (bound in below).
     # It runs as SlurmUser, and in the foreground as under systemd, saying when it has the files.
-    os.makedirs(CONFIGLESS_DIR, exist_ok=True)
-    shutil.chown(CONFIGLESS_DIR, "slurm", "slurm")
+    os.makedirs(PATHS.configless_dir, exist_ok=True)
+    shutil.chown(PATHS.configless_dir, "slurm", "slurm")
     conf_server = os.environ["SOPERATOR_CONF_SERVER"]
     wait_for_names([conf_server.rsplit(":", 1)[0]], START_WAIT, stop=lambda: sup.stopping)
     sup.start_notified("sackd", ["runuser", "-u", "slurm", "--", "sackd", "--systemd", "--conf-server",
@@ -268,7 +252,7 @@ def login(sup: Supervisor) -> None:
     install_root_keys()
     limit_user_processes()
     restrict_sessions()
-    sup.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", SSHD_CONFIG])
+    sup.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", PATHS.sshd_config])
 
 
 def hold_nodes(sup: Supervisor) -> None:
@@ -281,19 +265,13 @@ def release_nodes(sup: Supervisor) -> None:
     release()
 
 
-DB_DATA = "/var/lib/mysql"
-DB_PASSWORD = "/etc/soperator/db/password"
-SLURMDBD_CONF_GIVEN = "/etc/soperator/slurmdbd/slurmdbd.conf"
-SLURMDBD_DIR = "/run/slurmdbd"
-
-
 def database(sup: Supervisor) -> None:
     """MariaDB for slurmdbd: its data directory made on first start, its account set every start."""
-    log("a new data directory" if prepare_datadir(DB_DATA) else "the existing data directory")
-    proc = sup.start("mariadbd", server_argv(DB_DATA))
-    if not wait_for_path(DB_SOCKET, 120, proc):
+    log("a new data directory" if prepare_datadir(PATHS.db_data) else "the existing data directory")
+    proc = sup.start("mariadbd", server_argv(PATHS.db_data))
+    if not wait_for_path(PATHS.db_socket, 120, proc):
         raise NodeError("mariadbd did not create its socket")
-    with open(DB_PASSWORD) as fh:
+    with open(PATHS.db_password) as fh:
         ensure_account(os.environ["SOPERATOR_DB_NAME"], os.environ["SOPERATOR_DB_USER"], fh.read().strip())
     log("database and slurmdbd's account ready")
 
@@ -302,10 +280,11 @@ def slurmdbd(sup: Supervisor) -> None:
     """slurmdbd reads slurmdbd.conf beside $SLURM_CONF, and refuses one whose mode is not exactly 0600
     (0400 too: "should be 600", found on the real node)."""
     start_munged(sup)
-    install_key(SLURMDBD_CONF_GIVEN, os.path.join(SLURMDBD_DIR, "slurmdbd.conf"), "slurm", 0o600)
-    sup.start("slurmdbd", ["slurmdbd", "-D"], env={**os.environ, "SLURM_CONF": os.path.join(SLURMDBD_DIR, "slurm.conf")})
+    install_key(PATHS.slurmdbd_conf_given, PATHS.slurmdbd_conf, "slurm", 0o600)
+    sup.start("slurmdbd", ["slurmdbd", "-D"], env={**os.environ, "SLURM_CONF": PATHS.slurmdbd_slurm_conf})
 
 
-ROLES = {"controller": controller, "worker": worker, "login": login, "database": database, "slurmdbd": slurmdbd}
+ROLES = {layout.CONTROLLER: controller, layout.WORKER: worker, layout.LOGIN: login, layout.DATABASE: database,
+         layout.SLURMDBD: slurmdbd}
 # Roles that finish: the populate Job's steps around an overwrite.
-ONE_SHOT = {"hold-nodes": hold_nodes, "release-nodes": release_nodes}
+ONE_SHOT = {layout.HOLD_NODES: hold_nodes, layout.RELEASE_NODES: release_nodes}

@@ -7,13 +7,13 @@ import base64
 import re
 
 from soperator.kube import Kube
+from soperator.node.layout import DATABASE, DB_PASSWORD_FILE, SLURMDBD
 from soperator.reconcile.apply import create_once, ensure
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.observe import Snapshot
-from soperator.render.accounting import DATABASE, accounting_objects, slurmdbd_conf_secret
+from soperator.render.accounting import accounting_objects, slurmdbd_conf_secret
 from soperator.render.common import object_name
-from soperator.render.configs import SLURMDBD
-from soperator.render.secrets import DB_PASSWORD_FILE, db_password_secret_name
+from soperator.render.secrets import db_password_secret_name
 
 
 def ensure_accounting(kube: Kube, snap: Snapshot) -> Cond | None:

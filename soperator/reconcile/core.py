@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from soperator.api import API_VERSION, KIND, SpecError, parse_cluster
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
+from soperator.node.layout import CONTROLLER, LOGIN, PORTS, WORKER
 from soperator.reconcile import conditions
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.accounting import ensure_accounting
@@ -28,7 +29,6 @@ from soperator.reconcile.slurm_nodes import Connect, observe_slurm, slurm_status
 from soperator.slurm.cluster_client import connect_in_cluster
 from soperator.render import config_maps, slurm_nodes
 from soperator.render.login import login_ssh_service_name
-from soperator.render.nodes import CONTROLLER, LOGIN, WORKER
 from soperator.render.common import object_name
 from soperator.render.configs import placeholder_node_name
 from soperator.metrics.slurm import Target
@@ -72,13 +72,13 @@ def _endpoint(snap: Snapshot) -> str | None:
         return None
     ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
     if ingress:
-        return f"{ingress[0].get('ip') or ingress[0].get('hostname')}:22"
+        return f"{ingress[0].get('ip') or ingress[0].get('hostname')}:{PORTS.ssh}"
     spec = svc.get("spec") or {}
     ports = spec.get("ports") or []
     hosts = snap.login_host_ips()
     if spec.get("type") == "NodePort" and ports and ports[0].get("nodePort") and hosts:
         return f"{hosts[0]}:{ports[0]['nodePort']}"
-    return f"{name}.{snap.cluster.namespace}.svc:22"
+    return f"{name}.{snap.cluster.namespace}.svc:{PORTS.ssh}"
 
 
 def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = connect_in_cluster) -> Result:

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
+from soperator.node.layout import HOLD_ANNOTATION, JOB_NAME_LABEL, OVERWRITE_ANNOTATION
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.observe import Snapshot
-from soperator.render.populate_jail import HOLD_ANNOTATION, populate_jail_job, populate_jail_job_name
-
-OVERWRITE = "slurm.soperator.dev/overwrite"
+from soperator.render.populate_jail import populate_jail_job, populate_jail_job_name
 
 
 def _job_condition(job: dict, kind: str) -> dict | None:
@@ -18,7 +17,7 @@ def _job_condition(job: dict, kind: str) -> dict | None:
 
 
 def _pod_reason(kube: Kube, cluster: SlurmCluster, job_name: str) -> str:
-    for pod in kube.list("v1", "Pod", cluster.namespace, f"job-name={job_name}"):
+    for pod in kube.list("v1", "Pod", cluster.namespace, f"{JOB_NAME_LABEL}={job_name}"):
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
             if term:
@@ -45,7 +44,7 @@ def populate_state(kube: Kube, snap: Snapshot) -> Cond:
     if live["metadata"].get("deletionTimestamp"):
         return Cond("JailPopulated", None, "Repopulating", f"waiting for the old Job {name} to go")
     want = "true" if cluster.spec.populate_jail.overwrite else "false"
-    have = (live["metadata"].get("annotations") or {}).get(OVERWRITE)
+    have = (live["metadata"].get("annotations") or {}).get(OVERWRITE_ANNOTATION)
     finished = _job_condition(live, "Complete") or _job_condition(live, "Failed")
     if have != want and finished:
         # A Job's pod template cannot change: a new overwrite setting means a new Job.

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
+from soperator.node.layout import COMPONENT_LABEL, LOGIN, NODE_SET_LABEL, WORKER
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.slurm_nodes import Observation
 from soperator.render.common import selector_labels
-from soperator.render.nodes import LOGIN, NODE_SET_LABEL, WORKER
 
 # (apiVersion, kind) of every child but Secrets and pods.
 CHILD_KINDS = (("v1", "ConfigMap"), ("v1", "Service"), ("apps/v1", "StatefulSet"), ("batch/v1", "Job"),
@@ -26,13 +26,10 @@ def _selector(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
 
 
-_COMPONENT = "app.kubernetes.io/component"
-
-
 def instance_selector(cluster: SlurmCluster) -> str:
     """Every child of this cluster, whatever its component."""
     labels = selector_labels(cluster, WORKER)
-    labels.pop(_COMPONENT)
+    labels.pop(COMPONENT_LABEL)
     return _selector(labels)
 
 
@@ -54,7 +51,7 @@ class Snapshot:
         self.children[obj["kind"], obj["metadata"]["name"]] = obj
 
     def pods_of(self, component: str) -> list[dict]:
-        return [p for p in self.pods if (p["metadata"].get("labels") or {}).get(_COMPONENT) == component]
+        return [p for p in self.pods if (p["metadata"].get("labels") or {}).get(COMPONENT_LABEL) == component]
 
     @property
     def worker_pods(self) -> list[dict]:

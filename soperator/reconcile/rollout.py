@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from soperator.node.drains import UPDATE, DrainSteps, owned
+from soperator.node.layout import REVISION_LABEL
 from soperator.slurm import SlurmNode
 
-REVISION_LABEL = "controller-revision-hash"
 _SERVING = ("idle", "allocated", "mixed")
 
 

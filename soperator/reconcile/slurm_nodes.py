@@ -11,10 +11,10 @@ from typing import Callable
 from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
 from soperator.kube import Kube
+from soperator.node.layout import NODE_SET_LABEL
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.scale_in import Plan
 from soperator.render.configs import placeholder_node_name
-from soperator.render.nodes import NODE_SET_LABEL
 from soperator.reconcile.drain_timeout import jobs_on
 from soperator.slurm import SlurmError, SlurmJob, SlurmNode, SlurmRestClient
 from soperator.slurm.nodes import NODE_STATES, NodeState

@@ -7,19 +7,16 @@ import base64
 import hashlib
 
 from soperator.api.cluster import SlurmCluster
+from soperator.node.layout import DATABASE, NAMES, PATHS, PORTS, SLURMDBD, SLURMDBD_CONF_FILE
 from soperator.render.common import Obj, metadata, object_name, resources, secret_volume, selector_labels, tcp_probe
-from soperator.render.configs import SLURMDBD, SLURMDBD_PORT, Storage, slurmdbd_conf, slurmdbd_host
+from soperator.render.configs import Storage, slurmdbd_conf, slurmdbd_host
 from soperator.render.secrets import db_password_secret_name
 from soperator.render.nodes import (CONTROLLER_CAPABILITIES, headless_service, node_pod,
                                     persistent_volume, root_security_context, slurm_mounts, slurm_volumes,
                                     stateful_set)
 
-DATABASE = "database"
-DB_PORT = 3306
 MANAGED_DB_USER = "slurm"
 MANAGED_DB_NAME = "slurm_acct_db"
-SLURMDBD_CONF_DIR = "/etc/soperator/slurmdbd"
-DB_PASSWORD_DIR = "/etc/soperator/db"
 
 
 def storage(cluster: SlurmCluster, password: str) -> Storage:
@@ -27,7 +24,7 @@ def storage(cluster: SlurmCluster, password: str) -> Storage:
     if external:
         return Storage(external.host, external.port, external.user, password, external.database)
     host = f"{object_name(cluster, DATABASE)}.{cluster.namespace}.svc.{cluster.spec.cluster_domain}"
-    return Storage(host, DB_PORT, MANAGED_DB_USER, password, MANAGED_DB_NAME)
+    return Storage(host, PORTS.database, MANAGED_DB_USER, password, MANAGED_DB_NAME)
 
 
 def slurmdbd_conf_secret(cluster: SlurmCluster, password: str) -> Obj:
@@ -35,10 +32,10 @@ def slurmdbd_conf_secret(cluster: SlurmCluster, password: str) -> Obj:
     patch on them), and a changed password (an external database's) makes a new one, which rolls
     slurmdbd's pod. Rendered from the password Secret on each reconcile."""
     conf = slurmdbd_conf(cluster, slurmdbd_host(cluster), storage(cluster, password))
-    name = f"{object_name(cluster, 'slurmdbd-conf')}-{hashlib.sha256(conf.encode()).hexdigest()[:10]}"
+    name = f"{object_name(cluster, NAMES.slurmdbd_conf)}-{hashlib.sha256(conf.encode()).hexdigest()[:10]}"
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "immutable": True,
             "metadata": metadata(cluster, name, SLURMDBD),
-            "data": {"slurmdbd.conf": base64.b64encode(conf.encode()).decode()}}
+            "data": {SLURMDBD_CONF_FILE: base64.b64encode(conf.encode()).decode()}}
 
 
 def _pod(cluster: SlurmCluster, name: str, image: str, port: int, env: list[Obj], mounts: list[Obj],
@@ -58,9 +55,9 @@ def _pod(cluster: SlurmCluster, name: str, image: str, port: int, env: list[Obj]
 
 
 def slurmdbd_stateful_set(cluster: SlurmCluster, conf_secret: str) -> Obj:
-    pod = _pod(cluster, SLURMDBD, cluster.spec.images.ref("controller"), SLURMDBD_PORT,
+    pod = _pod(cluster, SLURMDBD, cluster.spec.images.ref("controller"), PORTS.slurmdbd,
                [{"name": "SOPERATOR_COMPONENT", "value": SLURMDBD}],
-               slurm_mounts(configs=False) + [{"name": "slurmdbd-conf", "mountPath": SLURMDBD_CONF_DIR,
+               slurm_mounts(configs=False) + [{"name": "slurmdbd-conf", "mountPath": PATHS.slurmdbd_conf_dir,
                                                "readOnly": True}],
                slurm_volumes(cluster, configs=False) + [
                    secret_volume("slurmdbd-conf", conf_secret, 0o400)])
@@ -68,20 +65,20 @@ def slurmdbd_stateful_set(cluster: SlurmCluster, conf_secret: str) -> Obj:
 
 
 def slurmdbd_service(cluster: SlurmCluster) -> Obj:
-    return headless_service(cluster, SLURMDBD, [{"name": SLURMDBD, "port": SLURMDBD_PORT,
-                                                 "targetPort": SLURMDBD_PORT, "protocol": "TCP"}])
+    return headless_service(cluster, SLURMDBD, [{"name": SLURMDBD, "port": PORTS.slurmdbd,
+                                                 "targetPort": PORTS.slurmdbd, "protocol": "TCP"}])
 
 
 def database_stateful_set(cluster: SlurmCluster) -> Obj:
     managed = cluster.spec.accounting.managed
     data_volumes, claim_templates = persistent_volume("data", managed.claim_name, managed.size,
                                                       managed.storage_class_name)
-    pod = _pod(cluster, DATABASE, cluster.spec.images.ref("database"), DB_PORT,
+    pod = _pod(cluster, DATABASE, cluster.spec.images.ref("database"), PORTS.database,
                [{"name": "SOPERATOR_COMPONENT", "value": DATABASE},
                 {"name": "SOPERATOR_DB_NAME", "value": MANAGED_DB_NAME},
                 {"name": "SOPERATOR_DB_USER", "value": MANAGED_DB_USER}],
-               [{"name": "data", "mountPath": "/var/lib/mysql"},
-                {"name": "db-password", "mountPath": DB_PASSWORD_DIR, "readOnly": True}],
+               [{"name": "data", "mountPath": PATHS.db_data},
+                {"name": "db-password", "mountPath": PATHS.db_password_dir, "readOnly": True}],
                data_volumes + [secret_volume("db-password", db_password_secret_name(cluster), 0o400)])
     return stateful_set(cluster, DATABASE, 1, pod, {}, claim_templates)
 
@@ -90,7 +87,8 @@ def database_service(cluster: SlurmCluster) -> Obj:
     """A ClusterIP Service: slurmdbd is its only client."""
     return {"apiVersion": "v1", "kind": "Service", "metadata": metadata(cluster, object_name(cluster, DATABASE), DATABASE),
             "spec": {"selector": selector_labels(cluster, DATABASE),
-                     "ports": [{"name": "mysql", "port": DB_PORT, "targetPort": DB_PORT, "protocol": "TCP"}]}}
+                     "ports": [{"name": "mysql", "port": PORTS.database, "targetPort": PORTS.database,
+                                "protocol": "TCP"}]}}
 
 
 def database_ingress_policy(cluster: SlurmCluster) -> Obj:
@@ -99,10 +97,10 @@ def database_ingress_policy(cluster: SlurmCluster) -> Obj:
     a user who learned the password must still not get to the records. Turned off with the egress
     policy, it allows all instead of disappearing (the operator never deletes)."""
     ingress = ([{"from": [{"podSelector": {"matchLabels": selector_labels(cluster, SLURMDBD)}}],
-                 "ports": [{"protocol": "TCP", "port": DB_PORT}]}]
+                 "ports": [{"protocol": "TCP", "port": PORTS.database}]}]
                if cluster.spec.network_policy.enabled else [{}])
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": metadata(cluster, object_name(cluster, "database-ingress"), DATABASE),
+            "metadata": metadata(cluster, object_name(cluster, NAMES.database_ingress), DATABASE),
             "spec": {"podSelector": {"matchLabels": selector_labels(cluster, DATABASE)},
                      "policyTypes": ["Ingress"], "ingress": ingress}}
 

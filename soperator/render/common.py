@@ -7,6 +7,8 @@ from typing import Any, Iterable
 from soperator import __version__
 from soperator.api.cluster import API_VERSION, KIND, SlurmCluster
 from soperator.api.common import ComponentBase
+from soperator.node.layout import (APP_NAME, COMPONENT_LABEL, INSTANCE_LABEL, MANAGED_BY_LABEL, NAME_LABEL, OPERATOR,
+                                   PART_OF_LABEL, VERSION_LABEL)
 
 Obj = dict[str, Any]
 
@@ -17,18 +19,18 @@ def object_name(cluster: SlurmCluster, suffix: str) -> str:
 
 def selector_labels(cluster: SlurmCluster, component: str) -> dict[str, str]:
     return {
-        "app.kubernetes.io/component": component,
-        "app.kubernetes.io/instance": cluster.name,
-        "app.kubernetes.io/name": "slurm",
+        COMPONENT_LABEL: component,
+        INSTANCE_LABEL: cluster.name,
+        NAME_LABEL: APP_NAME,
     }
 
 
 def labels(cluster: SlurmCluster, component: str) -> dict[str, str]:
     return {
         **selector_labels(cluster, component),
-        "app.kubernetes.io/managed-by": "soperator",
-        "app.kubernetes.io/part-of": "soperator",
-        "app.kubernetes.io/version": __version__,
+        MANAGED_BY_LABEL: OPERATOR,
+        PART_OF_LABEL: OPERATOR,
+        VERSION_LABEL: __version__,
     }
 
 

@@ -9,8 +9,9 @@ import jinja2
 from soperator import __version__
 from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
+from soperator.node.layout import (CONTROLLER, LOGIN, NAMES, PATHS, PORTS, ROOT_KEYS_FILE, SLURM_CONFIGS, SLURMDBD,
+                                   SSH_HOST_KEY_TYPES, SSHD_CONFIG_FILE)
 from soperator.render.common import Obj, content_hash, metadata, object_name
-from soperator.render.paths import PATHS
 
 SLURM_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf", "gres.conf")
 
@@ -22,16 +23,13 @@ def _env() -> jinja2.Environment:
                               autoescape=False)
 
 
-SLURMCTLD_PORT = 6817
-
-
 def controller_host(cluster: SlurmCluster) -> str:
-    return f"{object_name(cluster, 'controller')}-0"
+    return f"{object_name(cluster, CONTROLLER)}-0"
 
 
 def conf_server(cluster: SlurmCluster) -> str:
     """Where slurmd and sackd fetch the configuration (configless)."""
-    return f"{controller_host(cluster)}:{SLURMCTLD_PORT}"
+    return f"{controller_host(cluster)}:{PORTS.slurmctld}"
 
 
 def node_gres(node_set: NodeSetSpec) -> list[str]:
@@ -71,7 +69,8 @@ def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:
     gres_types = sorted({g.split(":", 1)[0] for n in node_sets for g in node_gres(n)})
     return {
         "name": cluster.name, "namespace": cluster.namespace, "version": __version__,
-        "paths": PATHS, "cfg": cluster.spec.slurm_config, "node_sets": node_sets,
+        "paths": PATHS, "ports": PORTS, "ssh_host_key_types": SSH_HOST_KEY_TYPES,
+        "cfg": cluster.spec.slurm_config, "node_sets": node_sets,
         "all_node_sets": [n.name for n in node_sets],
         "partitions": cluster.spec.partitions, "health": cluster.spec.health_check,
         "plug_stack": cluster.spec.plug_stack, "pyxis": any(n.pyxis.enabled for n in node_sets),
@@ -80,7 +79,6 @@ def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:
         "placeholders": {n.name: (placeholder_node_name(cluster, n), worker_node_conf(n)) for n in node_sets},
         "accounting": cluster.spec.accounting.enabled and accounting_live,
         "slurmdbd_address": slurmdbd_address(cluster),
-        "slurmdbd_port": SLURMDBD_PORT,
     }
 
 
@@ -93,10 +91,6 @@ def slurm_files(cluster: SlurmCluster, accounting_live: bool = True) -> dict[str
     slurmctld started with priority/multifactor and no slurmdbd to read associations from exits
     ("It appears you don't have any association data from your database"; measured on the real node)."""
     return {f: _render(f, cluster, accounting_live) for f in SLURM_FILES}
-
-
-SLURMDBD_PORT = 6819
-SLURMDBD = "slurmdbd"
 
 
 def slurmdbd_host(cluster: SlurmCluster) -> str:
@@ -128,31 +122,31 @@ def slurmdbd_conf(cluster: SlurmCluster, dbd_host: str, storage: Storage) -> str
                          "(slurmdbd.conf cannot hold them)")
     return _env().get_template("slurmdbd.conf.j2").render(
         name=cluster.name, namespace=cluster.namespace, version=__version__, dbd_host=dbd_host,
-        dbd_port=SLURMDBD_PORT, storage=storage).rstrip("\n") + "\n"
+        paths=PATHS, ports=PORTS, storage=storage).rstrip("\n") + "\n"
 
 
 def sshd_files(cluster: SlurmCluster) -> dict[str, str]:
     keys = "".join(f"{k}\n" for k in cluster.spec.login.root_ssh_public_keys)
-    return {"sshd_config": _render("sshd_config", cluster), "root_authorized_keys": keys}
+    return {SSHD_CONFIG_FILE: _render("sshd_config", cluster), ROOT_KEYS_FILE: keys}
 
 
 def slurm_configs_name(cluster: SlurmCluster) -> str:
-    return object_name(cluster, "slurm-configs")
+    return object_name(cluster, NAMES.slurm_configs)
 
 
 def sshd_config_name(cluster: SlurmCluster) -> str:
-    return object_name(cluster, "sshd-config")
+    return object_name(cluster, NAMES.sshd_config)
 
 
 def slurm_configs_config_map(cluster: SlurmCluster, accounting_live: bool = True) -> Obj:
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": metadata(cluster, slurm_configs_name(cluster), "slurm-configs"),
+            "metadata": metadata(cluster, slurm_configs_name(cluster), SLURM_CONFIGS),
             "data": slurm_files(cluster, accounting_live)}
 
 
 def sshd_config_map(cluster: SlurmCluster) -> Obj:
     return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": metadata(cluster, sshd_config_name(cluster), "login"),
+            "metadata": metadata(cluster, sshd_config_name(cluster), LOGIN),
             "data": sshd_files(cluster)}
 
 

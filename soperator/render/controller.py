@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
+from soperator.node.layout import CONTROLLER, NAMES, PATHS, PORTS
 from soperator.render.common import (Obj, metadata, object_name, resources, secret_volume, selector_labels,
                                      tcp_probe)
-from soperator.render.configs import SLURMCTLD_PORT
-from soperator.render.nodes import (CONTROLLER, CONTROLLER_CAPABILITIES, headless_service, jail_volumes, node_pod,
+from soperator.render.nodes import (CONTROLLER_CAPABILITIES, headless_service, jail_volumes, node_pod,
                                     persistent_volume, root_security_context, slurm_mounts, slurm_volumes,
                                     stateful_set)
-from soperator.render.paths import PATHS
 from soperator.render.secrets import jwt_key_secret_name
 
-SLURMRESTD_PORT = 6820
 # slurmrestd refuses to run as root or SlurmUser; it needs no file of its own.
 NOBODY = 65534
 
@@ -31,14 +29,14 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": "SOPERATOR_COMPONENT", "value": CONTROLLER},
                 {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],
-        "ports": [{"name": "slurmctld", "containerPort": SLURMCTLD_PORT, "protocol": "TCP"}],
+        "ports": [{"name": "slurmctld", "containerPort": PORTS.slurmctld, "protocol": "TCP"}],
         "securityContext": root_security_context(CONTROLLER_CAPABILITIES),
         # The jail, read-only, for its accounts: slurmctld resolves job users' groups itself.
         "volumeMounts": slurm_mounts() + [{"name": "spool", "mountPath": PATHS.controller_spool},
                                           {"name": "jail", "mountPath": PATHS.jail, "readOnly": True},
                                           {"name": "jwt-key", "mountPath": PATHS.jwt_key_dir, "readOnly": True}],
-        "readinessProbe": tcp_probe(SLURMCTLD_PORT, period=5, failures=3),
-        "livenessProbe": tcp_probe(SLURMCTLD_PORT, period=15, failures=8),
+        "readinessProbe": tcp_probe(PORTS.slurmctld, period=5, failures=3),
+        "livenessProbe": tcp_probe(PORTS.slurmctld, period=15, failures=8),
         "resources": resources(spec.controller),
     }
     volumes = slurm_volumes(cluster) + spool_volumes + jail_volumes(cluster)[:1] + [
@@ -51,7 +49,7 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
 
 def controller_service(cluster: SlurmCluster) -> Obj:
     return headless_service(cluster, CONTROLLER,
-                            [{"name": "slurmctld", "port": SLURMCTLD_PORT, "targetPort": SLURMCTLD_PORT,
+                            [{"name": "slurmctld", "port": PORTS.slurmctld, "targetPort": PORTS.slurmctld,
                               "protocol": "TCP"}])
 
 
@@ -63,28 +61,28 @@ def _slurmrestd(cluster: SlurmCluster) -> Obj:
         "name": "slurmrestd",
         "image": cluster.spec.images.ref("controller"),
         "imagePullPolicy": cluster.spec.images.pull_policy,
-        "command": ["slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld", f"0.0.0.0:{SLURMRESTD_PORT}"],
+        "command": ["slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld", f"0.0.0.0:{PORTS.slurmrestd}"],
         # SLURM_JWT=daemon: libslurm takes auth/jwt for the callers' tokens; without it, measured,
         # slurmrestd refuses every token ("Rejecting thread config token").
         # slurmrestd would unshare its own IPC and file namespaces; that needs CAP_SYS_ADMIN, which it
         # must not have (measured: "Unable to unshare System V namespace"). Its container is that
         # isolation already: its own IPC namespace, no capability, a read-only root.
-        "env": [{"name": "SLURM_CONF", "value": f"{PATHS.slurm_config_dir}/slurm.conf"},
+        "env": [{"name": "SLURM_CONF", "value": PATHS.slurm_conf},
                 {"name": "SLURM_JWT", "value": "daemon"},
                 {"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_sysv,disable_unshare_files"}],
-        "ports": [{"name": "slurmrestd", "containerPort": SLURMRESTD_PORT, "protocol": "TCP"}],
+        "ports": [{"name": "slurmrestd", "containerPort": PORTS.slurmrestd, "protocol": "TCP"}],
         "securityContext": {"runAsUser": NOBODY, "runAsGroup": NOBODY, "runAsNonRoot": True,
                             "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}},
         "volumeMounts": [{"name": "slurm-configs", "mountPath": PATHS.slurm_config_dir, "readOnly": True}],
-        "readinessProbe": tcp_probe(SLURMRESTD_PORT, period=5, failures=3),
-        "livenessProbe": tcp_probe(SLURMRESTD_PORT, period=15, failures=8),
+        "readinessProbe": tcp_probe(PORTS.slurmrestd, period=5, failures=3),
+        "livenessProbe": tcp_probe(PORTS.slurmrestd, period=15, failures=8),
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "1Gi"}},
     }
 
 
 def rest_service_name(cluster: SlurmCluster) -> str:
-    return object_name(cluster, "rest")
+    return object_name(cluster, NAMES.rest)
 
 
 def rest_service(cluster: SlurmCluster) -> Obj:
@@ -92,9 +90,10 @@ def rest_service(cluster: SlurmCluster) -> Obj:
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": metadata(cluster, rest_service_name(cluster), CONTROLLER),
             "spec": {"type": "ClusterIP", "selector": selector_labels(cluster, CONTROLLER),
-                     "ports": [{"name": "slurmrestd", "port": SLURMRESTD_PORT, "targetPort": SLURMRESTD_PORT,
+                     "ports": [{"name": "slurmrestd", "port": PORTS.slurmrestd, "targetPort": PORTS.slurmrestd,
                                 "protocol": "TCP"}]}}
 
 
 def rest_url(cluster: SlurmCluster) -> str:
-    return f"http://{rest_service_name(cluster)}.{cluster.namespace}.svc.{cluster.spec.cluster_domain}:{SLURMRESTD_PORT}"
+    host = f"{rest_service_name(cluster)}.{cluster.namespace}.svc.{cluster.spec.cluster_domain}"
+    return f"http://{host}:{PORTS.slurmrestd}"

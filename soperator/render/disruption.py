@@ -8,8 +8,8 @@ node drain never takes every login node at once. Workers are drained through Slu
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
+from soperator.node.layout import CONTROLLER, LOGIN
 from soperator.render.common import Obj, metadata, object_name, selector_labels
-from soperator.render.nodes import CONTROLLER, LOGIN
 
 
 def disruption_budget(cluster: SlurmCluster, component: str, max_unavailable: int) -> Obj:

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
+from soperator.node.layout import CONFIG_HASH_ANNOTATION, LOGIN, PATHS, PORTS
 from soperator.render.common import (Obj, config_map_volume, metadata, object_name, resources,
                                      secret_volume, selector_labels, tcp_probe)
 from soperator.render.configs import conf_server, sshd_config_hash, sshd_config_name
-from soperator.render.nodes import (LOGIN, LOGIN_CAPABILITIES, headless_service, jail_mounts, jail_volumes,
+from soperator.render.nodes import (LOGIN_CAPABILITIES, headless_service, jail_mounts, jail_volumes,
                                     node_pod, node_security_context, slurm_mounts, slurm_volumes, stateful_set)
-from soperator.render.paths import CONFIG_HASH_ANNOTATION, PATHS
 from soperator.render.secrets import ssh_host_keys_secret_name
-
-SSH_PORT = 22
 
 
 def login_stateful_set(cluster: SlurmCluster) -> Obj:
@@ -25,14 +23,14 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
                  "value": "true" if spec.plug_stack.allow_user_namespaces else "false"},
                 {"name": "SOPERATOR_MAX_USER_PROCESSES", "value": str(spec.login.max_user_processes)},
                 {"name": "SOPERATOR_CONF_SERVER", "value": conf_server(cluster)}],
-        "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
+        "ports": [{"name": "ssh", "containerPort": PORTS.ssh, "protocol": "TCP"}],
         "securityContext": node_security_context(LOGIN_CAPABILITIES),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster) + [
             {"name": "sshd-config", "mountPath": PATHS.sshd_config_dir, "readOnly": True},
             {"name": "ssh-host-keys", "mountPath": PATHS.ssh_host_keys, "readOnly": True},
         ],
-        "readinessProbe": tcp_probe(SSH_PORT, period=5, failures=3),
-        "livenessProbe": tcp_probe(SSH_PORT, period=15, failures=8),
+        "readinessProbe": tcp_probe(PORTS.ssh, period=5, failures=3),
+        "livenessProbe": tcp_probe(PORTS.ssh, period=15, failures=8),
         "resources": resources(spec.login),
     }
     volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster) + [
@@ -46,7 +44,7 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
 
 
 def login_headless_service(cluster: SlurmCluster) -> Obj:
-    return headless_service(cluster, LOGIN, [{"name": "ssh", "port": SSH_PORT, "targetPort": SSH_PORT,
+    return headless_service(cluster, LOGIN, [{"name": "ssh", "port": PORTS.ssh, "targetPort": PORTS.ssh,
                                               "protocol": "TCP"}])
 
 
@@ -56,7 +54,7 @@ def login_ssh_service_name(cluster: SlurmCluster) -> str:
 
 def login_ssh_service(cluster: SlurmCluster) -> Obj:
     svc = cluster.spec.login.service
-    port: Obj = {"name": "ssh", "port": SSH_PORT, "targetPort": SSH_PORT, "protocol": "TCP"}
+    port: Obj = {"name": "ssh", "port": PORTS.ssh, "targetPort": PORTS.ssh, "protocol": "TCP"}
     if svc.node_port is not None:
         port["nodePort"] = svc.node_port
     spec: Obj = {"type": svc.type, "selector": selector_labels(cluster, LOGIN), "ports": [port]}

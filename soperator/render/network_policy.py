@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import ClusterDns
+from soperator.node.layout import COMPONENT_LABEL, LOGIN, NAMES, NETWORK_POLICY, WORKER
 from soperator.render.common import Obj, metadata, object_name, selector_labels
-from soperator.render.nodes import LOGIN, WORKER
 
-COMPONENT = "network-policy"
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
 
 
 def node_egress_policy_name(cluster: SlurmCluster) -> str:
-    return object_name(cluster, "node-egress")
+    return object_name(cluster, NAMES.node_egress)
 
 
 def dns_peers(dns: ClusterDns) -> list[Obj]:
@@ -32,9 +31,9 @@ def dns_peers(dns: ClusterDns) -> list[Obj]:
 
 def node_egress_policy(cluster: SlurmCluster) -> Obj:
     policy = cluster.spec.network_policy
-    instance = {k: v for k, v in selector_labels(cluster, WORKER).items() if k != "app.kubernetes.io/component"}
+    instance = {k: v for k, v in selector_labels(cluster, WORKER).items() if k != COMPONENT_LABEL}
     selector = {"matchLabels": instance, "matchExpressions": [
-        {"key": "app.kubernetes.io/component", "operator": "In", "values": [LOGIN, WORKER]}]}
+        {"key": COMPONENT_LABEL, "operator": "In", "values": [LOGIN, WORKER]}]}
     if policy.enabled:
         blocked = list(policy.blocked_egress_cidrs)
         outside = [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [c for c in blocked if ":" not in c]}},
@@ -43,5 +42,5 @@ def node_egress_policy(cluster: SlurmCluster) -> Obj:
     else:
         egress = [{}]
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-            "metadata": metadata(cluster, node_egress_policy_name(cluster), COMPONENT),
+            "metadata": metadata(cluster, node_egress_policy_name(cluster), NETWORK_POLICY),
             "spec": {"podSelector": selector, "policyTypes": ["Egress"], "egress": egress}}

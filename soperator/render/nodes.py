@@ -4,22 +4,15 @@ from __future__ import annotations
 from soperator.api.cluster import SlurmCluster
 from soperator.api.common import ComponentBase
 from soperator.api.spec import JailSubMount
+from soperator.node.layout import CONTROLLER, LOGIN, NAMES, NODE_SET_LABEL, PATHS, WORKER
 from soperator.render.common import (Obj, config_map_volume, labels, metadata, object_name, scheduling,
                                      secret_volume, selector_labels, service_domain)
 from soperator.render.configs import slurm_configs_name
-from soperator.render.paths import PATHS
 from soperator.render.secrets import munge_key_secret_name
-
-CONTROLLER = "controller"
-WORKER = "worker"
-LOGIN = "login"
-LOGIN_HEADLESS = "login-headless"
-# On a worker StatefulSet and its pods: the node set they belong to.
-NODE_SET_LABEL = "slurm.soperator.dev/node-set"
 
 
 def headless_service_name(cluster: SlurmCluster, component: str) -> str:
-    return object_name(cluster, LOGIN_HEADLESS if component == LOGIN else component)
+    return object_name(cluster, NAMES.login_headless if component == LOGIN else component)
 
 
 def dns_config(cluster: SlurmCluster) -> Obj:
@@ -58,7 +51,7 @@ def jail_volumes(cluster: SlurmCluster, extra: list[JailSubMount] = ()) -> list[
     if jail.volume.host_path:
         source: Obj = {"hostPath": {"path": jail.volume.host_path, "type": "Directory"}}
     else:
-        claim = jail.volume.claim_name or object_name(cluster, "jail")
+        claim = jail.volume.claim_name or object_name(cluster, NAMES.jail)
         source = {"persistentVolumeClaim": {"claimName": claim}}
     volumes = [{"name": "jail", **source}]
     for sub in [*jail.sub_mounts, *extra]:

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
+from soperator.node.layout import HOLD_ANNOTATION, HOLD_NODES, OVERWRITE_ANNOTATION, PATHS, POPULATE_JAIL, RELEASE_NODES
 from soperator.render.common import Obj, labels, metadata, object_name
 from soperator.render.nodes import (CONTROLLER_CAPABILITIES, jail_volumes, pull_secrets, root_security_context,
                                     slurm_mounts, slurm_volumes)
-from soperator.render.paths import PATHS
 
-POPULATE_JAIL = "populate-jail"
-HOLD_ANNOTATION = "slurm.soperator.dev/hold-nodes"
 # The fill gives every file its owner and mode (CHOWN, FOWNER), keeps setgid bits of files it gave away
 # (FSETID), and writes into directories owned by others, e.g. munge's 0700 one (DAC_OVERRIDE).
 POPULATE_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID")
@@ -59,14 +57,14 @@ def populate_jail_job(cluster: SlurmCluster, hold_nodes: bool | None = None) -> 
         **pull_secrets(cluster),
     }
     if hold:
-        pod |= {"initContainers": [_slurm_step(cluster, "hold-nodes"), container],
-                "containers": [_slurm_step(cluster, "release-nodes")],
+        pod |= {"initContainers": [_slurm_step(cluster, HOLD_NODES), container],
+                "containers": [_slurm_step(cluster, RELEASE_NODES)],
                 "volumes": jail + slurm_volumes(cluster)}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": metadata(cluster, populate_jail_job_name(cluster), POPULATE_JAIL,
-                             {"slurm.soperator.dev/overwrite": overwrite,
+                             {OVERWRITE_ANNOTATION: overwrite,
                               HOLD_ANNOTATION: "true" if hold else "false"}),
         "spec": {
             "backoffLimit": spec.populate_jail.backoff_limit,

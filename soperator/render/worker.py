@@ -6,15 +6,14 @@ import math
 from soperator.api.cluster import SlurmCluster
 from soperator.api.fields import quantity_value
 from soperator.api.spec import NodeSetSpec
+from soperator.node.layout import PATHS, PORTS, WORKER
 from soperator.render.common import Obj, object_name, resources, tcp_probe
 from soperator.render.configs import conf_server, enroot_conf, worker_node_conf
-from soperator.render.nodes import (NODE_CAPABILITIES, WORKER, headless_service, jail_mount, jail_mounts,
+from soperator.render.nodes import (NODE_CAPABILITIES, headless_service, jail_mount, jail_mounts,
                                     jail_volumes, node_pod, node_security_context, slurm_mounts, slurm_volumes,
                                     stateful_set)
-from soperator.render.paths import PATHS
 from soperator.render.seccomp_profile import pyxis_worker_profile_path
 
-SLURMD_PORT = 6818
 GPU_RESOURCE = "nvidia.com/gpu"
 # slurmd, munged and each step's slurmstepd (charged to the pod while Slurm's cgroups are off), in a
 # worker's default memory limit.
@@ -106,15 +105,15 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
                 # Part of the node's InstanceId in Slurm: which pod (and container) registered it.
                 {"name": "SOPERATOR_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
                 *pyxis_env, *_health_check_env(cluster)],
-        "ports": [{"name": "slurmd", "containerPort": SLURMD_PORT, "protocol": "TCP"}],
+        "ports": [{"name": "slurmd", "containerPort": PORTS.slurmd, "protocol": "TCP"}],
         "securityContext": worker_security_context(node_set),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster, node_set.sub_mounts) + local_mounts + [
             {"name": "spool", "mountPath": PATHS.worker_spool},
-            {"name": "shm", "mountPath": "/dev/shm"},
+            {"name": "shm", "mountPath": PATHS.shm},
             *pyxis_mounts,
         ],
-        "readinessProbe": tcp_probe(SLURMD_PORT, period=5, failures=3),
-        "livenessProbe": tcp_probe(SLURMD_PORT, period=15, failures=8),
+        "readinessProbe": tcp_probe(PORTS.slurmd, period=5, failures=3),
+        "livenessProbe": tcp_probe(PORTS.slurmd, period=15, failures=8),
         "resources": resources(node_set, worker_limits(node_set)),
     }
     volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster, node_set.sub_mounts) + [
@@ -134,5 +133,5 @@ def worker_stateful_sets(cluster: SlurmCluster, replicas: dict[str, int]) -> lis
 
 def worker_service(cluster: SlurmCluster) -> Obj:
     """One headless Service for every node set: pods of all of them resolve under one search domain."""
-    return headless_service(cluster, WORKER, [{"name": "slurmd", "port": SLURMD_PORT,
-                                               "targetPort": SLURMD_PORT, "protocol": "TCP"}])
+    return headless_service(cluster, WORKER, [{"name": "slurmd", "port": PORTS.slurmd,
+                                               "targetPort": PORTS.slurmd, "protocol": "TCP"}])

@@ -5,8 +5,8 @@ import base64
 
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
+from soperator.node.layout import JWT_KEY_FILE
 from soperator.render.controller import rest_url
-from soperator.render.paths import JWT_KEY_FILE
 from soperator.render.secrets import jwt_key_secret_name
 from soperator.slurm.client import SlurmRestClient
 from soperator.slurm.token import mint_token

@@ -7,10 +7,10 @@ from pydantic import ValidationError
 
 from soperator.api.spec import NodeSetSpec
 from soperator.api.validate import SpecError
+from soperator.node.layout import CONFIG_HASH_ANNOTATION
 from soperator.node.mounts import LOGIN, WORKER
 from soperator.render import render_all
 from soperator.render.configs import Storage, slurm_files, slurmdbd_conf, worker_node_conf
-from soperator.render.paths import CONFIG_HASH_ANNOTATION
 from soperator.render.populate_jail import populate_jail_job
 from soperator.render.seccomp_profile import pyxis_worker_profile_path
 from soperator.render.worker import worker_security_context

@@ -16,7 +16,7 @@ import pytest
 from images.build import build_all, image_ref
 from images.podman import PodmanError, podman, podman_env
 from soperator.keys import generate_jwt_key
-from soperator.render.paths import PATHS
+from soperator.node.layout import PATHS
 
 SANDBOX = Path(__file__).with_name("slurm_sandbox.py")
 IN_CONTAINER = "/opt/soperator-test/slurm_sandbox.py"

@@ -16,9 +16,10 @@ import subprocess
 import sys
 import time
 
-from soperator_node.database import SOCKET, ensure_account, prepare_datadir, server_argv
+from soperator_node.database import ensure_account, prepare_datadir, server_argv
+from soperator_node.layout import PATHS
 from soperator_node.mounts import WORKER, bind, bind_into_jail
-from soperator_node.roles import JWT_KEY, install_key
+from soperator_node.roles import install_key
 
 MUNGE_SOCKET_DIR = "/run/munge"
 # munged refuses key and seed paths under directories other users cannot traverse (pytest's 0700).
@@ -68,7 +69,7 @@ def filesystem(work: str, spec: dict) -> None:
     os.chmod(MUNGE_KEY, 0o400)
     shutil.chown(MUNGE_KEY, "munge", "munge")
     if spec.get("jwt_key"):
-        install_key(spec["jwt_key"], JWT_KEY, "slurm")
+        install_key(spec["jwt_key"], PATHS.jwt_key, "slurm")
 
 
 def start(work: str, name: str, argv: list[str]) -> subprocess.Popen:
@@ -143,7 +144,7 @@ def start_accounting(work: str, accounting: dict, procs: list) -> str | None:
     prepare_datadir(data)
     mariadb = start(work, "mariadbd", server_argv(data, bind="127.0.0.1"))
     procs.append(mariadb)
-    if not wait(mariadb, lambda: os.path.exists(SOCKET), 60):
+    if not wait(mariadb, lambda: os.path.exists(PATHS.db_socket), 60):
         return "mariadbd"
     ensure_account(accounting["database"], accounting["user"], accounting["password"])
     conf = "/etc/slurm/slurmdbd.conf"  # slurmdbd refuses a file others may read

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 
-from soperator.render.paths import PATHS
+from soperator.node.layout import PATHS
 
 
 def main() -> int:

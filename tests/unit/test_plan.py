@@ -6,11 +6,11 @@ import pytest
 
 from soperator.reconcile.conditions import Cond
 from soperator.node.drains import MAINTENANCE, SCALE_IN, UPDATE
+from soperator.node.layout import NODE_SET_LABEL
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.plan import Removal, plan_node_sets
 from soperator.reconcile.slurm_nodes import Observation
 from soperator.render import slurm_nodes
-from soperator.render.nodes import NODE_SET_LABEL
 from soperator.slurm import SlurmNode
 from tests.conftest import make_cluster
 

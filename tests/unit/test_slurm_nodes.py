@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from soperator.node.layout import NODE_SET_LABEL
 from soperator.reconcile.slurm_nodes import node_set_counts, pod_condition, pod_condition_changes
-from soperator.render.nodes import NODE_SET_LABEL
 from soperator.slurm import SlurmNode
 from tests.conftest import make_cluster
 

@@ -1,0 +1,177 @@
+"""The layout contract: what the operator's objects and the node containers must agree on, written once.
+
+Render writes these names, labels, ports and paths into the objects; reconcile finds its children by
+them; the node entrypoints read the same paths and serve the same ports inside the pods. Standard
+library only: the node images carry this package as `soperator_node`, without the operator (the node
+code imports it relatively, everything else as soperator.node.layout). tests/unit/test_layout_contract.py
+fails on a second literal of a port, path or label key anywhere under soperator/.
+"""
+from __future__ import annotations
+
+# Components: the app.kubernetes.io/component label, the object name's suffix and, for a node
+# container, its role ($SOPERATOR_COMPONENT picks the entrypoint in roles.py). A node set may not be
+# named like one with a StatefulSet or Job of its own (api/spec.py): the names would collide.
+CONTROLLER = "controller"
+WORKER = "worker"
+LOGIN = "login"
+SLURMDBD = "slurmdbd"
+DATABASE = "database"
+POPULATE_JAIL = "populate-jail"
+# The populate Job's Slurm steps around an overwrite: roles of the node code, containers of the Job.
+HOLD_NODES = "hold-nodes"
+RELEASE_NODES = "release-nodes"
+# Components of objects that run no Slurm daemon (their label only).
+MUNGE = "munge"
+SLURM_CONFIGS = "slurm-configs"
+NETWORK_POLICY = "network-policy"
+
+# Labels every child carries: reconcile lists a cluster's children by the selector ones, and the
+# operator hears of its children's changes by MANAGED_BY_LABEL: OPERATOR (handlers.py).
+COMPONENT_LABEL = "app.kubernetes.io/component"
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+NAME_LABEL = "app.kubernetes.io/name"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+VERSION_LABEL = "app.kubernetes.io/version"
+APP_NAME = "slurm"
+OPERATOR = "soperator"
+# On a worker StatefulSet and its pods: the node set they belong to.
+NODE_SET_LABEL = "slurm.soperator.dev/node-set"
+# Set by Kubernetes, read by reconcile: a StatefulSet pod's template revision, a Job pod's Job.
+REVISION_LABEL = "controller-revision-hash"
+JOB_NAME_LABEL = "job-name"
+
+# Annotations reconcile reads back from what render wrote.
+# A digest of the files a pod reads once at start: a change rolls the pods (login's sshd_config).
+CONFIG_HASH_ANNOTATION = "slurm.soperator.dev/config-hash"
+# On the populate Job: the overwrite setting it was made for (another one makes a new Job), and
+# whether it holds the Slurm nodes while it runs.
+OVERWRITE_ANNOTATION = "slurm.soperator.dev/overwrite"
+HOLD_ANNOTATION = "slurm.soperator.dev/hold-nodes"
+
+
+class NAMES:
+    """Suffixes of the objects' names (`<cluster>-<suffix>`) besides the components' own: changing one
+    orphans the live object of that name and makes a new one (a new key, for a Secret)."""
+
+    munge_key = "munge-key"
+    jwt_key = "jwt-key"
+    ssh_host_keys = "ssh-host-keys"
+    db_password = "db-password"
+    slurmdbd_conf = "slurmdbd-conf"  # then `-<digest>`: one immutable Secret per content
+    slurm_configs = SLURM_CONFIGS
+    sshd_config = "sshd-config"
+    rest = "rest"
+    login_headless = "login-headless"
+    database_ingress = "database-ingress"
+    node_egress = "node-egress"
+    jail = "jail"  # the jail's PVC, unless the spec names one
+
+
+class PORTS:
+    """What each daemon listens on: Services and probes point at it, the config files tell the daemons."""
+
+    slurmctld = 6817
+    slurmd = 6818
+    slurmdbd = 6819
+    slurmrestd = 6820
+    ssh = 22
+    database = 3306  # MariaDB's (and MySQL's) own default, also an external database's default
+
+
+# File names in the key Secrets and the sshd ConfigMap: their keys, and so the files in the mounted
+# directories below.
+MUNGE_KEY_FILE = "munge.key"
+JWT_KEY_FILE = "jwt_hs256.key"
+DB_PASSWORD_FILE = "password"
+SLURMDBD_CONF_FILE = "slurmdbd.conf"
+SSHD_CONFIG_FILE = "sshd_config"
+ROOT_KEYS_FILE = "root_authorized_keys"
+# One Secret file pair each (ssh_host_<type>_key, .pub); sshd_config names them in this order.
+SSH_HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
+
+
+class PATHS:
+    """Paths inside the node pods. Given: where render mounts a Secret or ConfigMap for the entrypoint
+    to copy from. A path here is also the same path inside the jail where mounts.py binds it there."""
+
+    # The jail (the shared root filesystem of job steps and login sessions) on the nodes; in the
+    # populate Job's pod, and the root filesystem that Job copies into it (its image's).
+    jail = "/mnt/jail"
+    populate_target = "/jail"
+    jail_source = "/jail-rootfs"
+    # Relative to the jail: written last by a fill, so a node never starts on a half-filled jail.
+    populated = ".soperator/populated"
+
+    # Slurm. The controller reads slurm.conf from the ConfigMap; workers and login nodes fetch it
+    # (configless) into configless_dir, bound into the jail so the jail's commands find it.
+    slurm_config_dir = "/etc/slurm"
+    slurm_conf = f"{slurm_config_dir}/slurm.conf"
+    configless_dir = "/run/slurm"
+    controller_spool = "/var/spool/slurmctld"
+    worker_spool = "/var/spool/slurmd"
+    # A file, not /dev/stderr: slurmstepd logs there too and has no stderr of its own.
+    slurmd_log = "/var/log/slurm/slurmd.log"
+    # slurmdbd reads slurmdbd.conf beside $SLURM_CONF, and refuses one not owned by it with mode 0600:
+    # the entrypoint copies the given one here (it also holds slurmdbd's pid file).
+    slurmdbd_conf_dir = "/etc/soperator/slurmdbd"
+    slurmdbd_conf_given = f"{slurmdbd_conf_dir}/{SLURMDBD_CONF_FILE}"
+    slurmdbd_dir = "/run/slurmdbd"
+    slurmdbd_conf = f"{slurmdbd_dir}/{SLURMDBD_CONF_FILE}"
+    slurmdbd_slurm_conf = f"{slurmdbd_dir}/slurm.conf"
+
+    # Keys: given read-only by their Secrets, copied where their daemon reads them, owned by it.
+    munge_key_dir = "/etc/soperator/munge"
+    munge_key_given = f"{munge_key_dir}/{MUNGE_KEY_FILE}"
+    munge_key = "/etc/munge/munge.key"  # Debian's package bakes its own into every image: replaced
+    munge_run_dir = "/run/munge"  # bound into the jail: job steps and Slurm commands talk to munged
+    munge_socket = f"{munge_run_dir}/munge.socket.2"
+    jwt_key_dir = "/etc/soperator/jwt"
+    jwt_key_given = f"{jwt_key_dir}/{JWT_KEY_FILE}"
+    # Owned by SlurmUser and readable by it only: slurmctld checks slurmrestd callers' tokens with it.
+    jwt_key = f"/run/slurmctld-jwt/{JWT_KEY_FILE}"
+
+    # Login nodes' sshd.
+    ssh_host_keys = "/etc/ssh/keys"
+    sshd_config_dir = "/etc/ssh/soperator"
+    sshd_config = f"{sshd_config_dir}/{SSHD_CONFIG_FILE}"
+    root_keys_given = f"{sshd_config_dir}/{ROOT_KEYS_FILE}"
+    # Root's keys are copied here: kubelet makes a ConfigMap volume's directory world-writable
+    # (0777), and sshd's StrictModes refuses keys under it.
+    root_authorized_keys = f"/run/soperator/{ROOT_KEYS_FILE}"
+
+    # The images' own code: the jail library and the SPANK plugin built from it (the directory is
+    # bound into the jail, read-only), and slurmd's HealthCheckProgram on workers, which runs
+    # spec.healthCheck.program in the jail: the worker writes that program's path to
+    # health_check_program first (slurmd passes no arguments).
+    lib_dir = "/opt/soperator/lib"
+    jail_lib = f"{lib_dir}/libsoperator_jail.so"
+    chroot_plugin = f"{lib_dir}/spank_chroot.so"
+    health_check = "/opt/soperator/bin/health-check"
+    health_check_program = "/run/soperator/health-check-program"
+    # Read by the chroot plugin before a step enters the jail (jail.h: SOPERATOR_NODE_USERNS_MARK).
+    userns_mark = "/run/soperator/allow-user-namespaces"
+
+    # Pyxis and enroot, on workers of a node set with Pyxis: node-local (the pod's volume), bound into
+    # the jail at the same paths. Each step user's own directories in them are listed in
+    # user_dirs_file for the chroot plugin (spank_chroot/user_dirs.h); enroot.conf.j2 names them too.
+    pyxis_plugin = "/usr/local/lib/slurm/spank_pyxis.so"
+    pyxis_runtime = "/run/pyxis"
+    enroot_runtime = "/run/enroot"
+    enroot_credentials = "/etc/soperator/enroot"
+    user_dirs_file = "/run/soperator/user-dirs"
+    # The node set's enroot.conf, from the pod's environment, bound over the jail's (enroot reads it there).
+    enroot_conf = "/run/soperator/enroot.conf"
+    jail_enroot_conf = "/etc/enroot/enroot.conf"
+
+    # The accounting database's pod.
+    db_data = "/var/lib/mysql"
+    db_socket = "/run/mysqld/mysqld.sock"
+    db_password_dir = "/etc/soperator/db"
+    db_password = f"{db_password_dir}/{DB_PASSWORD_FILE}"
+
+    # Workers' Memory emptyDir (MPI, NCCL); the entrypoints give it the sticky bit.
+    shm = "/dev/shm"
+    # Where the kubelet keeps a node container's termination message: not /dev/termination-log, since
+    # /dev goes into the jail and the kubelet makes that host file writable by anyone (security #5).
+    termination_log = "/run/termination-log"
