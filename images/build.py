@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         sources = {s.name: s for s in map(vendor.from_upstream, args.source)}
-        timings = build_all(args.force, args.only, sources)
+        timings = build_all(args.force, args.only, sources, progress=lambda note: print(note, flush=True))
     except (PodmanError, subprocess.CalledProcessError) as exc:
         print(f"error: image build failed: {exc}", file=sys.stderr)
         return 1
