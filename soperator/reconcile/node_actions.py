@@ -5,14 +5,12 @@ pass: the next one starts again from what it observes."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from soperator.api.cluster import SlurmCluster
-from soperator.api.spec import NodeSetSpec
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
 from soperator.node.drains import MAINTENANCE, SCALE_IN, UPDATE, DrainSteps
-from soperator.reconcile.drain_timeout import overdue
+from soperator.reconcile.drain_timeout import Waited, plan_wait
 from soperator.reconcile.maintenance import Hold
 from soperator.reconcile.plan import NodeSetPlan, in_maintenance
 from soperator.reconcile.rollout import Rollout
@@ -34,38 +32,18 @@ def _failed(condition: str, exc: SlurmError) -> Cond:
     return Cond(condition, False, "SlurmError", f"a drain, resume or cancel failed, retried next pass: {exc}")
 
 
-@dataclass(frozen=True)
-class Waited:
-    """What a node set's scale-in or update waits for: the jobs on its drained nodes, and what its
-    drainTimeout did about them this pass."""
-
-    jobs: list[int]
-    cancelled: list[int]
-    timed_out: list[str]  # nodes past the deadline whose jobs keep running (action Warn)
-
-
-def _wait_for_jobs(seen: Observation, node_set: NodeSetSpec | None, busy: list[str], own_reason: str,
-                   now: float) -> Waited:
-    jobs = seen.jobs_on(busy)
-    late = overdue(busy, seen.nodes or {}, own_reason, node_set and node_set.drain_timeout, now)
-    if not late:
-        return Waited(jobs, [], [])
-    if node_set.drain_timeout.action == "Warn":
-        return Waited(jobs, [], late)
-    cancel = seen.jobs_on(late)
-    for job in cancel:
-        seen.client.cancel_job(job)
-    return Waited([j for j in jobs if j not in cancel], cancel, [])
-
-
 def _waits(cluster: SlurmCluster, seen: Observation, steps: dict[str, DrainSteps], own_reason: str,
            now: float | None) -> dict[str, Waited]:
-    """Per node set whose plan waits on busy nodes (`steps[...].busy`): the jobs, and drainTimeout's doing."""
+    """Per node set whose plan waits on busy nodes: the jobs, and drainTimeout's doing, done (the cancels)."""
     if seen.nodes is None:
         return {}
-    specs = {n.name: n for n in cluster.spec.node_sets}
-    return {name: _wait_for_jobs(seen, specs.get(name), step.busy, own_reason, now or time.time())
-            for name, step in steps.items() if step.busy}
+    timeouts = {n.name: n.drain_timeout for n in cluster.spec.node_sets}
+    waited = {name: plan_wait(step.busy, seen.nodes, own_reason, timeouts.get(name), seen.jobs_on, now or time.time())
+              for name, step in steps.items() if step.busy}
+    for wait in waited.values():
+        for job in wait.cancel:
+            seen.client.cancel_job(job)
+    return waited
 
 
 def _report(condition: str, waited: dict[str, Waited], waiting: list[str], reason: str, done: Cond) -> Cond:
@@ -73,7 +51,7 @@ def _report(condition: str, waited: dict[str, Waited], waiting: list[str], reaso
     drainTimeout did (each its own reason, so each gets an event)."""
     if not waiting:
         return done
-    cancelled = {n: w.cancelled for n, w in waited.items() if w.cancelled}
+    cancelled = {n: w.cancel for n, w in waited.items() if w.cancel}
     late = {n: w.timed_out for n, w in waited.items() if w.timed_out}
     message = "; ".join(waiting)
     if cancelled:

@@ -3,7 +3,9 @@ The clock is the drain's own time in Slurm (reason_changed_at), never the operat
 from __future__ import annotations
 
 from soperator.api.spec import DrainTimeout
-from soperator.reconcile.drain_timeout import jobs_on, overdue
+import pytest
+
+from soperator.reconcile.drain_timeout import Waited, jobs_on, overdue, plan_wait
 from soperator.node.drains import SCALE_IN
 from soperator.slurm import SlurmJob, SlurmNode
 
@@ -33,3 +35,17 @@ def test_jobs_on_counts_each_job_holding_the_nodes_once():
     assert jobs_on(jobs, ["a", "b"]) == [1, 2]
     assert jobs_on(jobs, ["c"]) == [3]  # still ending there: the node is not free yet
     assert jobs_on(jobs, []) == []
+
+
+@pytest.mark.parametrize("timeout, now, waited", [
+    (None, 10**9, Waited([11, 12], [], [])),  # no drainTimeout: wait as long as the jobs run
+    (T, 1500, Waited([11, 12], [], [])),  # before the deadline
+    (DrainTimeout(after_seconds=600, action="Warn"), 1700, Waited([11, 12], [], ["a"])),
+    (T, 1700, Waited([12], [11], [])),  # past a's deadline: a's job cancelled, b's waited for
+    (T, 2200, Waited([], [11, 12], [])),
+], ids=["no-timeout", "early", "warn", "cancel-one", "cancel-both"])
+def test_the_wait_is_planned_from_the_drains_age_and_the_jobs_on_each_node(timeout, now, waited):
+    nodes = {"a": _node("a", f"{SCALE_IN} of node set cpu", 1000), "b": _node("b", f"{SCALE_IN} of node set cpu", 1500)}
+    held = {"a": [11], "b": [12]}
+    assert plan_wait(["a", "b"], nodes, SCALE_IN, timeout, lambda names: sorted(j for n in names for j in held[n]),
+                     now) == waited
