@@ -9,13 +9,13 @@ import subprocess
 import sys
 
 from . import health_check
-from .layout import PATHS
+from .layout import ENV, PATHS
 from .roles import JAIL, ONE_SHOT, ROLES, NodeError
 from .supervise import Supervisor, log
 
 
 def main(argv: list[str]) -> int:
-    role = argv[0] if argv else os.environ.get("SOPERATOR_COMPONENT", "")
+    role = argv[0] if argv else os.environ.get(ENV.component, "")
     if role == "health-check":  # slurmd's HealthCheckProgram: exec'd in the jail, supervises nothing
         return health_check.run(JAIL, PATHS.jail_lib)
     if role not in ROLES and role not in ONE_SHOT:

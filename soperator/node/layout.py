@@ -79,6 +79,25 @@ class PORTS:
     database = 3306  # MariaDB's (and MySQL's) own default, also an external database's default
 
 
+class ENV:
+    """The environment render gives a node container and its entrypoint reads (roles.py, populate.py)."""
+
+    component = "SOPERATOR_COMPONENT"  # which role the entrypoint runs
+    jail = "SOPERATOR_JAIL"
+    jail_source = "SOPERATOR_JAIL_SOURCE"  # set by the populate-jail image itself
+    conf_server = "SOPERATOR_CONF_SERVER"  # slurmctld's host:port, for configless slurmd and sackd
+    slurmd_conf = "SOPERATOR_SLURMD_CONF"  # a dynamic node's --conf: its node set's resources
+    pod_uid = "SOPERATOR_POD_UID"  # tells a restarted container from a new pod (fresh_boot.py)
+    health_check_program = "SOPERATOR_HEALTH_CHECK_PROGRAM"
+    enroot_conf = "SOPERATOR_ENROOT_CONF"
+    allow_user_namespaces = "SOPERATOR_ALLOW_USER_NAMESPACES"
+    max_user_processes = "SOPERATOR_MAX_USER_PROCESSES"
+    populate_overwrite = "SOPERATOR_POPULATE_OVERWRITE"
+    populate_keep = "SOPERATOR_POPULATE_KEEP"
+    db_name = "SOPERATOR_DB_NAME"
+    db_user = "SOPERATOR_DB_USER"
+
+
 # File names in the key Secrets and the sshd ConfigMap: their keys, and so the files in the mounted
 # directories below.
 MUNGE_KEY_FILE = "munge.key"

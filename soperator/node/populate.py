@@ -21,7 +21,7 @@ import stat
 import sys
 import time
 
-from .layout import PATHS
+from .layout import ENV, PATHS
 
 SENTINEL = PATHS.populated
 SENTINEL_DIR = os.path.dirname(SENTINEL)
@@ -208,16 +208,16 @@ def populate(source: str, target: str, overwrite: bool, keep: tuple[str, ...] = 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="fill the jail volume from a root filesystem")
-    parser.add_argument("--source", default=os.environ.get("SOPERATOR_JAIL_SOURCE", PATHS.jail_source))
-    parser.add_argument("--target", default=os.environ.get("SOPERATOR_JAIL", PATHS.populate_target))
+    parser.add_argument("--source", default=os.environ.get(ENV.jail_source, PATHS.jail_source))
+    parser.add_argument("--target", default=os.environ.get(ENV.jail, PATHS.populate_target))
     parser.add_argument("--overwrite", action="store_true",
-                        default=os.environ.get("SOPERATOR_POPULATE_OVERWRITE", "false") == "true")
+                        default=os.environ.get(ENV.populate_overwrite, "false") == "true")
     args = parser.parse_args(argv)
     for path, what in ((args.source, "source root filesystem"), (args.target, "jail volume")):
         if not os.path.isdir(path):
             print(f"populate-jail: {what} {path} is not a directory", file=sys.stderr)
             return 2
-    extra = tuple(p.strip("/") for p in os.environ.get("SOPERATOR_POPULATE_KEEP", "").split(":") if p.strip("/"))
+    extra = tuple(p.strip("/") for p in os.environ.get(ENV.populate_keep, "").split(":") if p.strip("/"))
     result = populate(args.source, args.target, args.overwrite, USER_DATA + extra)
     print(json.dumps({"populate-jail": result}), flush=True)
     if result["action"] == "refused":

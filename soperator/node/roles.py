@@ -16,7 +16,7 @@ from .cluster_id import take_cluster_id_from_database
 from .database import ensure_account, prepare_datadir, server_argv
 from .fresh_boot import forget_refusal, record, take_over
 from .hold import hold, release
-from .layout import PATHS
+from .layout import ENV, PATHS
 from .mounts import (CONTAINER_RUNTIME, CONTAINERS, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail, harden_jail,
                      mount_private_proc, use_jail_accounts)
 from .names import wait_for_names
@@ -25,7 +25,7 @@ from .scontrol import scontrol
 from .supervise import Supervisor, log, wait_for_path
 
 # Where the pod mounts the jail: render says so in the pod's environment.
-JAIL = os.environ.get("SOPERATOR_JAIL", PATHS.jail)
+JAIL = os.environ.get(ENV.jail, PATHS.jail)
 # How long a node waits, before its daemon starts, for the controller's name to resolve and for
 # slurmctld to answer: within the worker's liveness probe (8 x 15 s), so the reason is logged.
 START_WAIT = 90.0
@@ -103,7 +103,7 @@ def restrict_sessions() -> None:
     """What job steps get from the SPANK plugin, for sshd and every session it starts: the tasks'
     capability bounding set (plus CAP_SYS_CHROOT for sshd's chroot), no_new_privs and, unless the
     cluster allows them, no user namespaces (the same C code, restrict.c)."""
-    allow = os.environ.get("SOPERATOR_ALLOW_USER_NAMESPACES") == "true"
+    allow = os.environ.get(ENV.allow_user_namespaces) == "true"
     err = ctypes.create_string_buffer(512)
     lib = ctypes.CDLL(PATHS.jail_lib)
     if lib.soperator_limit_session_capabilities(err, len(err)) != 0:
@@ -126,7 +126,7 @@ def limit_user_processes() -> None:
     limit only for callers without CAP_SYS_ADMIN/CAP_SYS_RESOURCE: sshd (root) is not held back, a
     session is once sshd has switched to its user. Kubernetes has no per-pod PID limit (only the
     kubelet's podPidsLimit), so this is what stops one user's fork bomb on a shared login node."""
-    limit = int(os.environ.get("SOPERATOR_MAX_USER_PROCESSES", "0"))
+    limit = int(os.environ.get(ENV.max_user_processes, "0"))
     if limit > 0:
         resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
         log(f"login sessions: at most {limit} processes per user")
@@ -146,22 +146,22 @@ def worker(sup: Supervisor) -> None:
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER))}")
     enable_containers()
     name_health_check()
-    name, conf_server = socket.gethostname(), os.environ["SOPERATOR_CONF_SERVER"]
+    name, conf_server = socket.gethostname(), os.environ[ENV.conf_server]
     wait_for_names([conf_server.rsplit(":", 1)[0]], START_WAIT, stop=lambda: sup.stopping)
     # This container's identity in Slurm (the node's InstanceId): only it may delete the record.
-    instance = f"{os.environ.get('SOPERATOR_POD_UID', 'pod')}/{time.time_ns()}"
+    instance = f"{os.environ.get(ENV.pod_uid, 'pod')}/{time.time_ns()}"
     log(take_over(name, instance, conf_server, START_WAIT, stop=lambda: sup.stopping))
     sup.follow("slurmd-log", PATHS.slurmd_log)
     # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod. `-b`:
     # its boot time is slurmd's start, this container's, not the host kernel's (kept across reconfigure).
     sup.start("slurmd", ["slurmd", "-D", "-Z", "-b", "--instance-id", instance, "--conf-server", conf_server,
-                         "--conf", os.environ["SOPERATOR_SLURMD_CONF"]],
+                         "--conf", os.environ[ENV.slurmd_conf]],
               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, after_stop=lambda: forget_node(name, instance))
 
 
 def name_health_check() -> None:
     """Where slurmd's HealthCheckProgram (health_check.py) finds the jail program the spec names."""
-    program = os.environ.get("SOPERATOR_HEALTH_CHECK_PROGRAM")
+    program = os.environ.get(ENV.health_check_program)
     if program:
         os.makedirs(os.path.dirname(PATHS.health_check_program), exist_ok=True)
         with open(PATHS.health_check_program, "w", encoding="utf-8") as fh:
@@ -176,7 +176,7 @@ def enable_containers() -> None:
     directories and that enroot.conf go into the jail, and job steps may create user namespaces.
     Root's and closed to users: the chroot plugin makes each step user's own directories in them
     (listed in PATHS.user_dirs_file, on the node's root), so no user can plant another's."""
-    conf = os.environ.get("SOPERATOR_ENROOT_CONF")
+    conf = os.environ.get(ENV.enroot_conf)
     if not conf:
         return
     for path in CONTAINER_RUNTIME:
@@ -240,7 +240,7 @@ def login(sup: Supervisor) -> None:
     # It runs as SlurmUser, and in the foreground as under systemd, saying when it has the files.
     os.makedirs(PATHS.configless_dir, exist_ok=True)
     shutil.chown(PATHS.configless_dir, "slurm", "slurm")
-    conf_server = os.environ["SOPERATOR_CONF_SERVER"]
+    conf_server = os.environ[ENV.conf_server]
     wait_for_names([conf_server.rsplit(":", 1)[0]], START_WAIT, stop=lambda: sup.stopping)
     sup.start_notified("sackd", ["runuser", "-u", "slurm", "--", "sackd", "--systemd", "--conf-server",
                                  conf_server], timeout=180, owner="slurm")
@@ -272,7 +272,7 @@ def database(sup: Supervisor) -> None:
     if not wait_for_path(PATHS.db_socket, 120, proc):
         raise NodeError("mariadbd did not create its socket")
     with open(PATHS.db_password) as fh:
-        ensure_account(os.environ["SOPERATOR_DB_NAME"], os.environ["SOPERATOR_DB_USER"], fh.read().strip())
+        ensure_account(os.environ[ENV.db_name], os.environ[ENV.db_user], fh.read().strip())
     log("database and slurmdbd's account ready")
 
 

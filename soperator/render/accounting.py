@@ -7,7 +7,7 @@ import base64
 import hashlib
 
 from soperator.api.cluster import SlurmCluster
-from soperator.node.layout import DATABASE, NAMES, PATHS, PORTS, SLURMDBD, SLURMDBD_CONF_FILE
+from soperator.node.layout import DATABASE, ENV, NAMES, PATHS, PORTS, SLURMDBD, SLURMDBD_CONF_FILE
 from soperator.render.common import Obj, metadata, object_name, resources, secret_volume, selector_labels, tcp_probe
 from soperator.render.configs import Storage, slurmdbd_conf, slurmdbd_host
 from soperator.render.secrets import db_password_secret_name
@@ -56,7 +56,7 @@ def _pod(cluster: SlurmCluster, name: str, image: str, port: int, env: list[Obj]
 
 def slurmdbd_stateful_set(cluster: SlurmCluster, conf_secret: str) -> Obj:
     pod = _pod(cluster, SLURMDBD, cluster.spec.images.ref("controller"), PORTS.slurmdbd,
-               [{"name": "SOPERATOR_COMPONENT", "value": SLURMDBD}],
+               [{"name": ENV.component, "value": SLURMDBD}],
                slurm_mounts(configs=False) + [{"name": "slurmdbd-conf", "mountPath": PATHS.slurmdbd_conf_dir,
                                                "readOnly": True}],
                slurm_volumes(cluster, configs=False) + [
@@ -74,9 +74,9 @@ def database_stateful_set(cluster: SlurmCluster) -> Obj:
     data_volumes, claim_templates = persistent_volume("data", managed.claim_name, managed.size,
                                                       managed.storage_class_name)
     pod = _pod(cluster, DATABASE, cluster.spec.images.ref("database"), PORTS.database,
-               [{"name": "SOPERATOR_COMPONENT", "value": DATABASE},
-                {"name": "SOPERATOR_DB_NAME", "value": MANAGED_DB_NAME},
-                {"name": "SOPERATOR_DB_USER", "value": MANAGED_DB_USER}],
+               [{"name": ENV.component, "value": DATABASE},
+                {"name": ENV.db_name, "value": MANAGED_DB_NAME},
+                {"name": ENV.db_user, "value": MANAGED_DB_USER}],
                [{"name": "data", "mountPath": PATHS.db_data},
                 {"name": "db-password", "mountPath": PATHS.db_password_dir, "readOnly": True}],
                data_volumes + [secret_volume("db-password", db_password_secret_name(cluster), 0o400)])

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
-from soperator.node.layout import CONTROLLER, NAMES, PATHS, PORTS
+from soperator.node.layout import CONTROLLER, ENV, NAMES, PATHS, PORTS
 from soperator.render.common import (Obj, metadata, object_name, resources, secret_volume, selector_labels,
                                      tcp_probe)
 from soperator.render.nodes import (CONTROLLER_CAPABILITIES, headless_service, jail_volumes, node_pod,
@@ -27,8 +27,8 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
         "name": "slurmctld",
         "image": spec.images.ref("controller"),
         "imagePullPolicy": spec.images.pull_policy,
-        "env": [{"name": "SOPERATOR_COMPONENT", "value": CONTROLLER},
-                {"name": "SOPERATOR_JAIL", "value": PATHS.jail}],
+        "env": [{"name": ENV.component, "value": CONTROLLER},
+                {"name": ENV.jail, "value": PATHS.jail}],
         "ports": [{"name": "slurmctld", "containerPort": PORTS.slurmctld, "protocol": "TCP"}],
         "securityContext": root_security_context(CONTROLLER_CAPABILITIES),
         # The jail, read-only, for its accounts: slurmctld resolves job users' groups itself.

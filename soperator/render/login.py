@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
-from soperator.node.layout import CONFIG_HASH_ANNOTATION, LOGIN, PATHS, PORTS
+from soperator.node.layout import CONFIG_HASH_ANNOTATION, ENV, LOGIN, PATHS, PORTS
 from soperator.render.common import (Obj, config_map_volume, metadata, object_name, resources,
                                      secret_volume, selector_labels, tcp_probe)
 from soperator.render.configs import conf_server, sshd_config_hash, sshd_config_name
@@ -17,12 +17,12 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
         "name": "sshd",
         "image": spec.images.ref("login"),
         "imagePullPolicy": spec.images.pull_policy,
-        "env": [{"name": "SOPERATOR_COMPONENT", "value": LOGIN},
-                {"name": "SOPERATOR_JAIL", "value": PATHS.jail},
-                {"name": "SOPERATOR_ALLOW_USER_NAMESPACES",
+        "env": [{"name": ENV.component, "value": LOGIN},
+                {"name": ENV.jail, "value": PATHS.jail},
+                {"name": ENV.allow_user_namespaces,
                  "value": "true" if spec.plug_stack.allow_user_namespaces else "false"},
-                {"name": "SOPERATOR_MAX_USER_PROCESSES", "value": str(spec.login.max_user_processes)},
-                {"name": "SOPERATOR_CONF_SERVER", "value": conf_server(cluster)}],
+                {"name": ENV.max_user_processes, "value": str(spec.login.max_user_processes)},
+                {"name": ENV.conf_server, "value": conf_server(cluster)}],
         "ports": [{"name": "ssh", "containerPort": PORTS.ssh, "protocol": "TCP"}],
         "securityContext": node_security_context(LOGIN_CAPABILITIES),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster) + [

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
-from soperator.node.layout import HOLD_ANNOTATION, HOLD_NODES, OVERWRITE_ANNOTATION, PATHS, POPULATE_JAIL, RELEASE_NODES
+from soperator.node.layout import (ENV, HOLD_ANNOTATION, HOLD_NODES, OVERWRITE_ANNOTATION, PATHS, POPULATE_JAIL,
+                                   RELEASE_NODES)
 from soperator.render.common import Obj, labels, metadata, object_name
 from soperator.render.nodes import (CONTROLLER_CAPABILITIES, jail_volumes, pull_secrets, root_security_context,
                                     slurm_mounts, slurm_volumes)
@@ -22,7 +23,7 @@ def _slurm_step(cluster: SlurmCluster, role: str) -> Obj:
         "name": role,
         "image": cluster.spec.images.ref("controller"),
         "imagePullPolicy": cluster.spec.images.pull_policy,
-        "env": [{"name": "SOPERATOR_COMPONENT", "value": role}],
+        "env": [{"name": ENV.component, "value": role}],
         "volumeMounts": slurm_mounts(),
         "securityContext": root_security_context(CONTROLLER_CAPABILITIES),
     }
@@ -40,8 +41,8 @@ def populate_jail_job(cluster: SlurmCluster, hold_nodes: bool | None = None) -> 
         "name": POPULATE_JAIL,
         "image": spec.images.ref("populate-jail"),
         "imagePullPolicy": spec.images.pull_policy,
-        "env": [{"name": "SOPERATOR_JAIL", "value": PATHS.populate_target},
-                {"name": "SOPERATOR_POPULATE_OVERWRITE", "value": overwrite}],
+        "env": [{"name": ENV.jail, "value": PATHS.populate_target},
+                {"name": ENV.populate_overwrite, "value": overwrite}],
         "volumeMounts": [{"name": "jail", "mountPath": PATHS.populate_target}],
         # It writes root-owned system files and sets ownership: root is needed, privileges are not.
         "securityContext": root_security_context(POPULATE_CAPABILITIES),

@@ -6,7 +6,7 @@ import math
 from soperator.api.cluster import SlurmCluster
 from soperator.api.fields import quantity_value
 from soperator.api.spec import NodeSetSpec
-from soperator.node.layout import PATHS, PORTS, WORKER
+from soperator.node.layout import ENV, PATHS, PORTS, WORKER
 from soperator.render.common import Obj, object_name, resources, tcp_probe
 from soperator.render.configs import conf_server, enroot_conf, worker_node_conf
 from soperator.render.nodes import (NODE_CAPABILITIES, headless_service, jail_mount, jail_mounts,
@@ -43,7 +43,7 @@ def _pyxis(cluster: SlurmCluster, node_set: NodeSetSpec) -> tuple[list[Obj], lis
     pyxis = node_set.pyxis
     if not pyxis.enabled:
         return [], [], []
-    env = [{"name": "SOPERATOR_ENROOT_CONF", "value": enroot_conf(cluster, node_set)}]
+    env = [{"name": ENV.enroot_conf, "value": enroot_conf(cluster, node_set)}]
     mounts = [{"name": "enroot", "mountPath": PATHS.enroot_runtime}]
     volumes = [{"name": "enroot", "emptyDir": {"sizeLimit": pyxis.storage_size}}]
     if pyxis.registry_credentials_secret:
@@ -58,7 +58,7 @@ def _health_check_env(cluster: SlurmCluster) -> list[Obj]:
     """The jail program slurmd's HealthCheckProgram runs (soperator/node/health_check.py): slurmd gives
     it no arguments, so the pod tells the node which one."""
     health = cluster.spec.health_check
-    return [{"name": "SOPERATOR_HEALTH_CHECK_PROGRAM", "value": health.program}] if health.interval > 0 else []
+    return [{"name": ENV.health_check_program, "value": health.program}] if health.interval > 0 else []
 
 
 def worker_limits(node_set: NodeSetSpec) -> dict[str, str]:
@@ -98,12 +98,12 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
         "name": "slurmd",
         "image": node_set.image or spec.images.ref("worker"),
         "imagePullPolicy": spec.images.pull_policy,
-        "env": [{"name": "SOPERATOR_COMPONENT", "value": WORKER},
-                {"name": "SOPERATOR_JAIL", "value": PATHS.jail},
-                {"name": "SOPERATOR_CONF_SERVER", "value": conf_server(cluster)},
-                {"name": "SOPERATOR_SLURMD_CONF", "value": worker_node_conf(node_set)},
+        "env": [{"name": ENV.component, "value": WORKER},
+                {"name": ENV.jail, "value": PATHS.jail},
+                {"name": ENV.conf_server, "value": conf_server(cluster)},
+                {"name": ENV.slurmd_conf, "value": worker_node_conf(node_set)},
                 # Part of the node's InstanceId in Slurm: which pod (and container) registered it.
-                {"name": "SOPERATOR_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+                {"name": ENV.pod_uid, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
                 *pyxis_env, *_health_check_env(cluster)],
         "ports": [{"name": "slurmd", "containerPort": PORTS.slurmd, "protocol": "TCP"}],
         "securityContext": worker_security_context(node_set),

@@ -1,5 +1,5 @@
-"""The layout contract (soperator/node/layout.py) is the only place its ports, in-pod paths and label and
-annotation keys are written: a second literal of one, anywhere in soperator/ (code and templates), fails
+"""The layout contract (soperator/node/layout.py) is the only place its ports, in-pod paths, label and
+annotation keys and the node containers' environment names are written: a second literal of one, anywhere in soperator/ (code and templates), fails
 here with its file and line. Comments and docstrings are prose and are not read; a template is read whole."""
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def _members(namespace: type) -> dict[str, object]:
 PORTS = {f"PORTS.{k}": v for k, v in _members(layout.PORTS).items()}
 PATHS = {f"PATHS.{k}": v for k, v in _members(layout.PATHS).items()}
 KEYS = {k: v for k, v in vars(layout).items() if k.endswith(("_LABEL", "_ANNOTATION"))}
+ENV = {f"ENV.{k}": v for k, v in _members(layout.ENV).items()}
 
 
 def _word(text: str) -> re.Pattern:
@@ -38,7 +39,8 @@ def _word(text: str) -> re.Pattern:
 
 PATTERNS = ([(name, str(port), re.compile(rf"(?<![\w.]){port}(?![\w.])")) for name, port in PORTS.items()]
             + [(name, path, _word(path)) for name, path in PATHS.items()]
-            + [(name, key, _word(key)) for name, key in KEYS.items()])
+            + [(name, key, _word(key)) for name, key in KEYS.items()]
+            + [(name, var, _word(var)) for name, var in ENV.items()])
 _STRING_PARTS = {tokenize.STRING} | ({tokenize.FSTRING_MIDDLE} if sys.version_info >= (3, 12) else set())
 
 
