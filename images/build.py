@@ -56,16 +56,19 @@ def image_ref(name: str) -> str:
 
 # Where a person waiting on a build is told how far it is: a callback given one line at a time.
 Progress = Callable[[str], None]
-_STEP = re.compile(r"^STEP (\d+)/(\d+): (.*)")
+# buildah prefixes each step of a multi-stage build with its stage: `[1/3] STEP 4/11: RUN …`.
+_STEP = re.compile(r"^(?:\[(\d+)/(\d+)\] )?STEP (\d+)/(\d+): (.*)")
 
 
 def step_note(line: str, width: int = 72) -> str | None:
-    """`step 4/15: RUN apt-get install …` for a podman build's STEP line, else None."""
+    """`step 4/11: RUN apt-get install …` (`stage 1/3 step 4/11: …` in a multi-stage build) for a
+    podman build's STEP line, else None."""
     match = _STEP.match(line)
     if not match:
         return None
-    what = " ".join(match[3].split())
-    return f"step {match[1]}/{match[2]}: {what if len(what) <= width else what[:width - 1] + '…'}"
+    stage = f"stage {match[1]}/{match[2]} " if match[1] else ""
+    what = " ".join(match[5].split())
+    return f"{stage}step {match[3]}/{match[4]}: {what if len(what) <= width else what[:width - 1] + '…'}"
 
 
 def _teller(progress: Progress | None, head: str) -> Progress:

@@ -118,7 +118,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     import kopf
 
     from soperator import handlers  # registers the handlers
-    from soperator.kube import Kube
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # An explicit identity: kopf's default asks getpass for a user name, and a container running as
@@ -126,7 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     kopf.run(clusterwide=not args.namespace, namespaces=args.namespace or [],
              liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
              standalone=True, identity=f"soperator@{socket.gethostname()}",
-             memo=handlers.new_memo(Kube.from_environment(), args.namespace or []))
+             memo=handlers.new_memo(args.namespace or []))
     return 0
 
 

@@ -7,9 +7,11 @@ finalizer to every SlurmCluster.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
+from typing import Iterator
 
 import kopf
 
@@ -26,32 +28,47 @@ class ClusterLocks:
     """One pass at a time per cluster. kopf runs sync handlers in a thread pool: a SlurmCluster's event
     and its StatefulSets' events (all at once after an operator restart) would reconcile one cluster
     twice at the same time, and both passes delete the same pod (seen on the real node: the second got
-    404). A deleted cluster's lock is dropped."""
+    404). A cluster's lock lives while a pass runs or waits for it, so the map holds only clusters being
+    reconciled now: nothing is kept for a deleted one, and no pass gets a lock of its own while another
+    holds the old one (a cluster deleted and made again under its name)."""
 
     def __init__(self) -> None:
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._locks: dict[tuple[str, str], list] = {}  # key: [lock, passes running or waiting]
         self._guard = threading.Lock()
 
-    def of(self, namespace: str, name: str) -> threading.Lock:
+    @contextlib.contextmanager
+    def holding(self, namespace: str, name: str) -> Iterator[None]:
+        key = (namespace, name)
         with self._guard:
-            return self._locks.setdefault((namespace, name), threading.Lock())
+            entry = self._locks.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._locks[key]
 
-    def forget(self, namespace: str, name: str) -> None:
+    def __len__(self) -> int:
         with self._guard:
-            self._locks.pop((namespace, name), None)
+            return len(self._locks)
 
 
-def new_memo(kube: Kube, namespaces: list[str]) -> kopf.Memo:
-    """The operator's state, which kopf hands to every handler (each object's memo is a shallow copy,
-    so all share these): the one `kube` client; `namespaces`, the ones `soperator run -n` watches
-    (empty: cluster-wide; the resync lists only these, since the chart grants a Role per watched
-    namespace and no cluster-wide list); the per-cluster `locks`."""
-    return kopf.Memo(kube=kube, namespaces=list(namespaces), locks=ClusterLocks())
+def new_memo(namespaces: list[str]) -> kopf.Memo:
+    """The operator's state, which kopf hands to every handler (each object's memo is a shallow copy
+    of this one, made when kopf first sees the object, after startup, so all share these): the one
+    `kube` client, made at startup (kopf retries a startup that cannot reach the apiserver);
+    `namespaces`, the ones `soperator run -n` watches (empty: cluster-wide; the resync lists only
+    these, since the chart grants a Role per watched namespace and no cluster-wide list); the
+    per-cluster `locks`."""
+    return kopf.Memo(kube=None, namespaces=list(namespaces), locks=ClusterLocks())
 
 
 def _reconcile(memo: kopf.Memo, namespace: str, name: str) -> None:
     kube: Kube = memo.kube
-    with memo.locks.of(namespace, name), server.timed(namespace, name):
+    with memo.locks.holding(namespace, name), server.timed(namespace, name):
         # The body may be older than the last pass's writes: read it again under the lock.
         body = kube.get(f"{GROUP}/{VERSION}", "SlurmCluster", namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
@@ -72,6 +89,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> No
     # Scanning lists Namespaces and CRDs cluster-wide; a namespaced operator has a Role per namespace
     # only (see the chart), and the CRD is installed with it, so it has nothing to discover.
     settings.scanning.disabled = bool(memo.namespaces)
+    memo.kube = Kube.from_environment()
     asyncio.get_running_loop().create_task(_resync_loop(memo))
     _serve_metrics(memo.kube)
 
@@ -95,8 +113,6 @@ def on_event(type: str, body: kopf.Body, memo: kopf.Memo, **_) -> None:  # noqa:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     if type == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
         server.SLURM.forget(namespace, name)
-        if type == "DELETED":
-            memo.locks.forget(namespace, name)
         return  # owner references garbage-collect the children
     _reconcile(memo, namespace, name)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -70,7 +71,7 @@ def test_the_wait_for_images_says_which_image_and_how_far(node_images):
     for n in built:
         if n.endswith("building (its inputs changed)"):  # a build tells its steps as they start
             head = n.rsplit(":", 1)[0]
-            assert any(m.startswith(f"{head}: step 1/") for m in built), node_images
+            assert any(re.match(rf"{re.escape(head)}: (stage 1/\d+ )?step 1/", m) for m in built), node_images
     assert any(n.startswith("containerd holds ") and n.endswith(f"of the {len(IMAGES)} images already")
                for n in node_images), node_images
 
@@ -115,6 +116,10 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
     assert job["status"]["succeeded"] == 1 and (jail / "etc" / "soperator-jail-release").exists()
 
     service = json.loads(kubectl("-n", namespace, "get", "service", f"{NAME}-login", "-o", "json").stdout)
+    # kubectl's LOGIN column: the node a login pod runs on, with the NodePort: what the user ssh'es to.
+    endpoint = f"{NODE_IP}:{service['spec']['ports'][0]['nodePort']}"
+    until(lambda: kubectl("-n", namespace, "get", "slurmcluster", NAME, "-o", "jsonpath={.status.loginEndpoint}"
+                          ).stdout == endpoint, 90, f"status.loginEndpoint {endpoint}")
     login = Login(service["spec"]["ports"][0]["nodePort"], paramiko.Ed25519Key.from_private_key_file(str(key_file)))
     try:
         login.write("/root/userpath/job.sh", JOB)

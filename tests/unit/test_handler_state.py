@@ -1,13 +1,38 @@
-"""The operator's state lives in kopf's memo: one lock per cluster, dropped with the cluster."""
+"""The per-cluster locks kept in kopf's memo: one pass at a time per cluster, and a lock lives only
+while a pass runs or waits for it."""
 from __future__ import annotations
+
+import threading
 
 from soperator.handlers import ClusterLocks
 
 
-def test_one_lock_per_cluster_and_a_deleted_clusters_lock_is_dropped():
-    locks = ClusterLocks()
-    first = locks.of("hpc", "a")
-    assert locks.of("hpc", "a") is first and locks.of("hpc", "b") is not first
-    locks.forget("hpc", "a")
-    assert locks.of("hpc", "a") is not first  # a cluster made again under the name starts afresh
+def test_a_second_pass_waits_and_the_lock_goes_with_the_last_pass():
+    locks, order = ClusterLocks(), []
+    first_in, release_first = threading.Event(), threading.Event()
 
+    def first():
+        with locks.holding("hpc", "a"):
+            order.append("first in")
+            first_in.set()
+            release_first.wait(10)
+            order.append("first out")
+
+    def second():
+        with locks.holding("hpc", "a"):
+            order.append("second in")
+
+    t1 = threading.Thread(target=first)
+    t1.start()
+    assert first_in.wait(10)
+    t2 = threading.Thread(target=second)
+    t2.start()
+    with locks.holding("hpc", "b"):  # another cluster is not held up
+        order.append("other cluster")
+    t2.join(0.2)
+    assert t2.is_alive() and len(locks) == 1  # waiting on the first pass's lock, not a new one
+    release_first.set()
+    t1.join(10)
+    t2.join(10)
+    assert order == ["first in", "other cluster", "first out", "second in"]
+    assert len(locks) == 0  # nothing kept once no pass runs: a deleted cluster leaves nothing behind

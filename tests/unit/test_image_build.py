@@ -31,6 +31,7 @@ def test_unknown_image_is_named():
     ("STEP 4/15: RUN apt-get install -y slurmd", "step 4/15: RUN apt-get install -y slurmd"),
     ("STEP 1/9: FROM localhost/soperator/node:0.1.0", "step 1/9: FROM localhost/soperator/node:0.1.0"),
     ("STEP 2/3: RUN " + "x" * 200, "step 2/3: RUN " + "x" * 67 + "…"),  # long commands cut to a line
+    ("[1/3] STEP 2/7: RUN make -C /src", "stage 1/3 step 2/7: RUN make -C /src"),  # multi-stage (images/common)
     ("--> Using cache 3f2a…", None),
     ("Get:1 http://deb.debian.org/debian trixie InRelease", None),
 ])
