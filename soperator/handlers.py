@@ -59,7 +59,7 @@ class ClusterLocks:
 def new_memo(namespaces: list[str]) -> kopf.Memo:
     """The operator's state, which kopf hands to every handler (each object's memo is a shallow copy
     of this one, made when kopf first sees the object, after startup, so all share these): the one
-    `kube` client, made at startup (kopf retries a startup that cannot reach the apiserver);
+    `kube` client, made in the startup handler (kopf starts no watch before it succeeds);
     `namespaces`, the ones `soperator run -n` watches (empty: cluster-wide; the resync lists only
     these, since the chart grants a Role per watched namespace and no cluster-wide list); the
     per-cluster `locks`."""
