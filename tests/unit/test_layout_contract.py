@@ -135,3 +135,28 @@ def test_the_node_package_imports_only_itself_and_the_standard_library():
             wrong += [f"{path.name}: {n}" for n in names
                       if n.split(".")[0] not in sys.stdlib_module_names | {"__future__"}]
     assert not wrong, f"the node package must import relatively or from the standard library: {wrong}"
+
+
+# What cannot import the contract, the C plugin and the Containerfiles, must still agree with it.
+_C_DEFINES = [("spank_chroot/jail.h", "SOPERATOR_NODE_USERNS_MARK", layout.PATHS.userns_mark),
+              ("spank_chroot/user_dirs.h", "SOPERATOR_NODE_USER_DIRS", layout.PATHS.user_dirs_file)]
+_CONTAINERFILES = [
+    ("images/common/Containerfile", rf"> {re.escape(layout.PATHS.health_check)}\b"),
+    ("images/common/Containerfile", rf"spank_chroot\.so {re.escape(layout.PATHS.chroot_plugin)}$"),
+    ("images/common/Containerfile", rf"libsoperator_jail\.so {re.escape(layout.PATHS.jail_lib)}$"),
+    ("images/populate_jail/Containerfile", rf"COPY --from=rootfs / {re.escape(layout.PATHS.jail_source)}$"),
+    ("images/populate_jail/Containerfile",
+     rf"ENV {layout.ENV.jail_source}={re.escape(layout.PATHS.jail_source)} {layout.ENV.jail}="
+     rf"{re.escape(layout.PATHS.populate_target)}$"),
+]
+
+
+@pytest.mark.parametrize("path, name, value", _C_DEFINES, ids=[d[1] for d in _C_DEFINES])
+def test_the_c_plugin_names_the_contracts_paths(path, name, value):
+    text = (ROOT / path).read_text()
+    assert f'#define {name} "{value}"' in text, f"{path}: {name} is not {value!r} (soperator/node/layout.py)"
+
+
+@pytest.mark.parametrize("path, pattern", _CONTAINERFILES, ids=[p[1][:40] for p in _CONTAINERFILES])
+def test_the_images_put_files_where_the_contract_says(path, pattern):
+    assert re.search(pattern, (ROOT / path).read_text(), re.M), f"{path}: nothing matches {pattern}"
