@@ -14,7 +14,7 @@ from collections import Counter
 import yaml
 
 from bench.crd_plane import crd_plane
-from soperator.kube import Kube
+from soperator.kube import Kube, tally
 from soperator.reconcile import reconcile
 from tests.kube.conftest import Kubectl
 from tests.kube.test_reconcile import _finish_job
@@ -45,8 +45,7 @@ def idle_pass(kube: Kube, kubectl: Kubectl, node_sets: int) -> Counter:
 
 
 def _row(node_sets: int, calls: Counter) -> str:
-    reads = sum(n for (verb, _), n in calls.items() if verb in ("get", "list"))
-    writes = sum(calls.values()) - reads
+    reads, writes = tally(calls)
     detail = ", ".join(f"{verb} {kind} {n}" for (verb, kind), n in sorted(calls.items()))
     return f"{node_sets:>9} {reads:>6} {writes:>7}   {detail}"
 

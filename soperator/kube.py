@@ -16,6 +16,12 @@ FIELD_MANAGER = "soperator"
 _READS = ("get", "list")
 
 
+def tally(calls: "collections.Counter[tuple[str, str]]") -> tuple[int, int]:
+    """(reads, writes) among counted calls: `Kube.calls`, or the difference of two of its copies."""
+    reads = sum(n for (verb, _), n in calls.items() if verb in _READS)
+    return reads, sum(calls.values()) - reads
+
+
 class Kube:
     def __init__(self, api_client: client.ApiClient):
         self.api_client = api_client
@@ -40,12 +46,8 @@ class Kube:
         self.calls[verb, kind] += 1
 
     @property
-    def reads(self) -> int:
-        return sum(n for (verb, _), n in self.calls.items() if verb in _READS)
-
-    @property
     def writes(self) -> int:
-        return sum(n for (verb, _), n in self.calls.items() if verb not in _READS)
+        return tally(self.calls)[1]
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict | None:
         self._count("get", kind)

@@ -13,6 +13,7 @@ from soperator.reconcile.slurm_nodes import Observation
 from soperator.render import slurm_nodes
 from soperator.slurm import SlurmNode
 from tests.conftest import make_cluster
+from tests.support.slurm_states import nodes_in_states
 
 NEW, OLD = "rev-new", "rev-old"
 
@@ -31,13 +32,7 @@ def _pods(node_set: str, *revisions: str) -> list[dict]:
 
 
 def _nodes(node_set: str, *states: str) -> dict[str, SlurmNode]:
-    """`states`: per ordinal, `BASE[+FLAG...][:reason]`; '' for no Slurm node."""
-    out = {}
-    for i, state in enumerate(states):
-        if state:
-            base, _, reason = state.partition(":")
-            out[f"demo-{node_set}-{i}"] = SlurmNode(name=f"demo-{node_set}-{i}", state=base.split("+"), reason=reason)
-    return out
+    return nodes_in_states(f"demo-{node_set}", *states)
 
 
 def _snapshot(node_sets: list[dict], live: list[dict], pods: list[dict] = (), nodes: dict | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 from soperator.node.drains import UPDATE
 from soperator.reconcile.rollout import plan_rollout
 from soperator.slurm import SlurmNode
+from tests.support.slurm_states import nodes_in_states
 
 NEW, OLD = "rev-new", "rev-old"
 
@@ -14,12 +15,7 @@ def _pods(*revisions: str) -> list[dict]:
 
 
 def _nodes(*states: str) -> dict[str, SlurmNode]:
-    out = {}
-    for i, state in enumerate(states):
-        if state:
-            base, _, reason = state.partition(":")
-            out[f"c-cpu-{i}"] = SlurmNode(name=f"c-cpu-{i}", state=base.split("+"), reason=reason)
-    return out
+    return nodes_in_states("c-cpu", *states)
 
 
 def test_nothing_to_do_when_every_pod_is_current():
