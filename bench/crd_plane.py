@@ -10,9 +10,7 @@ from typing import Iterator
 from soperator.kube import Kube
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.tools import ensure_tools
-from tests.kube.conftest import Kubectl, _configuration
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.kube.conftest import Kubectl, _configuration, install_crd
 
 
 @contextlib.contextmanager
@@ -24,8 +22,7 @@ def crd_plane(namespace: str) -> Iterator[tuple[ControlPlane, Kubectl, Kube, Pat
     plane = ControlPlane(work / "cp").start()
     try:
         kubectl = Kubectl(ensure_tools()["kubectl"], plane.kubeconfig)
-        kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-        kubectl("wait", "--for=condition=Established", "crd/slurmclusters.slurm.soperator.dev")
+        install_crd(kubectl)
         kubectl("create", "namespace", namespace)
         yield plane, kubectl, Kube(client.ApiClient(configuration=_configuration(plane))), work
     finally:

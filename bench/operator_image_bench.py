@@ -25,7 +25,7 @@ from images.build import build_all, image_ref
 from images.podman import podman
 from tests.cluster.controlplane import ControlPlane, free_port, http_ok
 from tests.cluster.tools import ensure_tools
-from tests.kube.conftest import Kubectl
+from tests.kube.conftest import Kubectl, install_crd
 from tests.support.podman_pods import security_args
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,8 +87,7 @@ def main() -> int:
     try:
         tools = ensure_tools()
         kubectl = Kubectl(tools["kubectl"], plane.kubeconfig)
-        kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
-        kubectl("wait", "--for=condition=Established", "crd/slurmclusters.slurm.soperator.dev")
+        install_crd(kubectl)
         kubectl("create", "namespace", "bench")
         subprocess.run([str(tools["helm"]), "--kubeconfig", str(plane.kubeconfig), "install", "ops",
                         str(ROOT / "charts" / "slurm-operator"), "-n", "bench", "--set", "crds.enabled=false"],

@@ -101,11 +101,16 @@ def kubectl(control_plane, tools) -> Kubectl:
 
 @pytest.fixture(scope="session")
 def crd_installed(kubectl):
+    install_crd(kubectl)
+    return True
+
+
+def install_crd(kubectl) -> None:
+    """The SlurmCluster CRD applied and Established (the tests' and the benches' control planes)."""
     kubectl("apply", "--server-side", "-f", str(ROOT / "crds"))
     # Not `kubectl wait --for=condition=Established`: it fails at once, instead of waiting, while the
     # new CRD has no conditions yet ("<nil> is of the type <nil>"; seen once).
     until(lambda: _established(kubectl), 60, "the CRD to be Established")
-    return True
 
 
 def _established(kubectl) -> bool:
