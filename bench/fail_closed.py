@@ -3,7 +3,7 @@ shipped and with a variant that has only the first guard (init_post_opt fails; t
 
   python -m bench.fail_closed
 
-Builds the variant in a throwaway container of the trixie base (the image's Slurm headers), then runs
+Builds the variant in a throwaway container of the node images' Debian base (the image's Slurm headers), then runs
 a batch job and an srun step on each, in the node image's Slurm. Prints job state, exit code and
 whether the step's files appeared on the node's own root. A measurement, not a test: the shipped
 plugin's behaviour is tested in tests/spank/test_slurmd_jail.py.
@@ -37,6 +37,7 @@ def first_guard_only(work: Path) -> Path:
     ensure_base()
     podman("run", "--rm", "-v", f"{work}:/build", "-v",
            f"{ROOT / 'images' / 'common' / 'debian.sources'}:/etc/apt/sources.list.d/debian.sources:ro",
+           "-v", f"{ROOT / 'images' / 'common' / 'apt-preferences'}:/etc/apt/preferences.d/soperator:ro",
            "--entrypoint", "sh", BASE, "-c", BUILD, timeout=900)
     return work / "out" / "spank_chroot.so"
 

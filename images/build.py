@@ -28,7 +28,15 @@ from soperator import __version__
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SUITE = "trixie"  # Debian 13: Slurm 24.11 in every image
+# Debian forky (testing) for everything that carries Slurm: it serves Slurm 26.05, trixie only 24.11.
+# Measured: forky's Slurm on a trixie base with pinning installs 155 packages from forky (libc6,
+# systemd and openssl among them), a mix nobody tests; a whole forky root is one suite's set.
+SUITE = "forky"
+# The operator carries no Slurm: it stays on stable trixie (Python 3.13, the wheels' target).
+OPERATOR_SUITE = "trixie"
+# The Slurm release every image must get. forky moves: a build that gets another release fails
+# (check_slurm_release), and each build's exact versions are recorded (record_packages).
+SLURM_RELEASE = "26.05"
 
 
 def base_ref(suite: str) -> str:
@@ -38,6 +46,7 @@ def base_ref(suite: str) -> str:
 # Containerfiles say `FROM BASE_IMAGE`. Renamed when what goes into the base changes, so that a
 # machine with an older cached base builds the new one.
 BASE = base_ref(SUITE)
+OPERATOR_BASE = base_ref(OPERATOR_SUITE)
 # image name -> (directory under images/, images it is built FROM or copies from); parents come first.
 IMAGES = {"node": ("common", ()), "controller": ("controller", ("node",)), "worker": ("worker", ("node",)),
           "login": ("login", ("node",)), "jail": ("jail", ("node",)),
@@ -45,6 +54,7 @@ IMAGES = {"node": ("common", ()), "controller": ("controller", ("node",)), "work
           "database": ("database", ("node",))}
 LABEL = "dev.soperator.inputs"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+DEBOOTSTRAP_SCRIPTS = "/usr/share/debootstrap/scripts"
 # Per image, the exact version of every Debian package it holds: the record of its build, since the
 # suites the images install from move on (soperator cannot pin a live suite).
 PACKAGES = CACHE / "images" / "packages"
@@ -88,8 +98,10 @@ def ensure_base(suite: str = SUITE, progress: Progress | None = None) -> str:
         with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
             rootfs = Path(tmp) / "rootfs"
             # Every Release file checked against Debian's archive keys, or nothing is installed.
+            # bookworm's debootstrap has no script named forky; sid's bootstraps every newer suite.
+            script = [] if Path(DEBOOTSTRAP_SCRIPTS, suite).exists() else [f"{DEBOOTSTRAP_SCRIPTS}/sid"]
             subprocess.run(["debootstrap", "--variant=minbase", f"--keyring={KEYRING}", "--force-check-gpg", suite,
-                            str(rootfs), "http://deb.debian.org/debian"], check=True, capture_output=True)
+                            str(rootfs), "http://deb.debian.org/debian", *script], check=True, capture_output=True)
             tar.parent.mkdir(parents=True, exist_ok=True)
             # debootstrap leaves the ~120 MB of .debs it installed; every image would carry them.
             subprocess.run(["tar", "-C", str(rootfs), "--exclude=./var/cache/apt/archives/*.deb",
@@ -104,9 +116,12 @@ def _context(directory: str, sources: dict[str, vendor.Source]) -> Path:
     ctx = Path(tempfile.mkdtemp(prefix="soperator-image-"))
     for item in (HERE / directory).iterdir():
         shutil.copy(item, ctx / item.name)
-    text = (ctx / "Containerfile").read_text().replace("VERSION", __version__).replace("BASE_IMAGE", BASE)
+    base = OPERATOR_BASE if directory == "operator" else BASE
+    text = (ctx / "Containerfile").read_text().replace("VERSION", __version__).replace("BASE_IMAGE", base)
     (ctx / "Containerfile").write_text(text)
-    shutil.copy(HERE / "common" / "debian.sources", ctx / "debian.sources")
+    if directory != "operator":  # the operator's directory has its own (trixie)
+        for name in ("debian.sources", "apt-preferences"):
+            shutil.copy(HERE / "common" / name, ctx / name)
     no_cache = shutil.ignore_patterns("__pycache__", "*.pyc")
     if directory == "operator":
         # The package source, for the digest; wheels are made from it only when a build is needed.
@@ -177,6 +192,15 @@ def record_packages(name: str, digest: str) -> Path:
     return path
 
 
+def check_slurm_release(record: Path) -> None:
+    """Fail when an image's Slurm is not SLURM_RELEASE (forky moved on to another release)."""
+    for line in record.read_text().splitlines():
+        package, _, version = line.partition("=")
+        if package in ("slurm-client", "slurmd", "libslurm-dev") and not version.startswith(SLURM_RELEASE + "."):
+            raise PodmanError(f"{record.name}: {package} {version} is not Slurm {SLURM_RELEASE}: the suite moved on; "
+                              f"see images/build.py SLURM_RELEASE")
+
+
 def _build(ctx: Path, ref: str, digest: str, say: Progress | None) -> None:
     argv = ("build", "--layers", "--label", f"{LABEL}={digest}", "-t", ref, "-f", str(ctx / "Containerfile"), str(ctx))
     if say is None:
@@ -206,15 +230,14 @@ def build_all(force: bool = False, only: list[str] | None = None,
     `sources` replaces vendored archives by upstream's (images.vendor); `progress` is told which image
     is building and its steps as they start."""
     names = _wanted(only)
-    ensure_base(progress=progress)
     timings, digests = {}, {}
-    base = _label(BASE) or BASE
     for number, name in enumerate(names, 1):
         say = _teller(progress, f"image {number}/{len(names)} {name}")
         directory, parents = IMAGES[name]
         ctx = _context(directory, sources or {})
         try:
             # An image's digest covers its parents' so a change below rebuilds everything above.
+            base = ensure_base(OPERATOR_SUITE if directory == "operator" else SUITE, progress) if not parents else ""
             digest = _digest(ctx, base + "".join(digests[p] for p in parents))
             digests[name] = digest
             ref = image_ref(name)
@@ -230,7 +253,7 @@ def build_all(force: bool = False, only: list[str] | None = None,
                 say(f"built in {timings[name]:.0f} s")
             else:
                 say("up to date")
-            record_packages(name, digest)
+            check_slurm_release(record_packages(name, digest))
         finally:
             shutil.rmtree(ctx, ignore_errors=True)
     return timings

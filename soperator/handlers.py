@@ -20,6 +20,7 @@ from soperator.api import GROUP, PLURAL, VERSION
 from soperator.kube import Kube
 from soperator.node.layout import MANAGED_BY_LABEL, OPERATOR
 from soperator.reconcile import reconcile
+from soperator.slurm.cluster_client import SlurmClients
 
 RESYNC_SECONDS = float(os.environ.get("SOPERATOR_RESYNC_SECONDS", "60"))
 
@@ -62,8 +63,8 @@ def new_memo(namespaces: list[str]) -> kopf.Memo:
     `kube` client, made in the startup handler (kopf starts no watch before it succeeds);
     `namespaces`, the ones `soperator run -n` watches (empty: cluster-wide; the resync lists only
     these, since the chart grants a Role per watched namespace and no cluster-wide list); the
-    per-cluster `locks`."""
-    return kopf.Memo(kube=None, namespaces=list(namespaces), locks=ClusterLocks())
+    per-cluster `locks`; `slurm`, each cluster's Slurm client, kept between passes."""
+    return kopf.Memo(kube=None, namespaces=list(namespaces), locks=ClusterLocks(), slurm=SlurmClients())
 
 
 def _reconcile(memo: kopf.Memo, namespace: str, name: str) -> None:
@@ -73,7 +74,7 @@ def _reconcile(memo: kopf.Memo, namespace: str, name: str) -> None:
         body = kube.get(f"{GROUP}/{VERSION}", "SlurmCluster", namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return  # deleted meanwhile: owner references take the children
-        result = reconcile(kube, body)
+        result = reconcile(kube, body, memo.slurm.connect)
     if result.slurm is not None:
         server.SLURM.track(result.slurm)  # scrapes read its Slurm from now on
 
@@ -113,6 +114,7 @@ def on_event(type: str, body: kopf.Body, memo: kopf.Memo, **_) -> None:  # noqa:
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     if type == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
         server.SLURM.forget(namespace, name)
+        memo.slurm.forget(namespace, name)
         return  # owner references garbage-collect the children
     _reconcile(memo, namespace, name)
 

@@ -1,11 +1,14 @@
 /* SPANK glue: slurmstepd calls slurm_spank_init_post_opt for every step; remote steps are moved
  * into the jail given as the plugin argument.
  *
- * Fail closed twice. Returning an error from init_post_opt is not enough: measured with Slurm
- * 22.05 and 24.11 (bench/fail_closed.py), slurmstepd logs "required plugin ... failed" and still
- * runs the tasks on the host root.
+ * Fail closed twice. Slurm 25.05 and later abort the step when init_post_opt fails; 22.05 and 24.11
+ * logged "required plugin ... failed" and still ran the tasks on the host root (bench/fail_closed.py).
  * So each task also passes through task_init_privileged, in the forked task just before exec, and
- * exits there unless its step really entered the jail (or is a step that stays on the host). */
+ * exits there unless its step really entered the jail (or is a step that stays on the host).
+ * The refusal is ESPANK_JOB_FAILURE: any other error fails a batch job as "batch job complete
+ * failure", which drains the worker and requeues the job (slurmctld's proc_req.c), so one user's
+ * missing jail would take the node from everyone. */
+#include <slurm/slurm_errno.h>
 #include <slurm/spank.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -77,7 +80,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     if (step_state == REFUSED) {
         slurm_error("soperator_chroot: %s: %s; refusing to run the step%s", refused_for, refusal,
                     entered_jail ? "" : " (neither on the host nor in a jail entered only in part)");
-        return ESPANK_ERROR;
+        return ESPANK_JOB_FAILURE;
     }
     slurm_verbose("soperator_chroot: step %u entered jail %s", step_id, av[0]);
     return ESPANK_SUCCESS;

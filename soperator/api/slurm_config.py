@@ -27,7 +27,7 @@ MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
     "PropagateResourceLimits", "PropagateResourceLimitsExcept",
     "SelectType", "SelectTypeParameters", "ProctrackType", "TaskPlugin", "ReturnToService", "SlurmdTimeout",
     "MessageTimeout", "KillWait", "MinJobAge", "MaxJobCount", "DefMemPerCPU", "GresTypes",
-    "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "NodeName", "PartitionName",
+    "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "HealthCheckTimeout", "NodeName", "PartitionName",
     "NodeSet", "DownNodes", "FrontendName", "Include", "MaxNodeCount",
     # spec.accounting's
     "AccountingStorageType", "AccountingStorageHost", "AccountingStoragePort", "AccountingStorageUser",
@@ -157,7 +157,10 @@ class PlugStack(ApiModel):
         return custom
 
 
-NodeStateName = Literal["IDLE", "ALLOC", "MIXED", "ANY", "CYCLE", "START_ONLY"]
+NodeStateName = Literal["IDLE", "ALLOC", "MIXED", "ANY", "CYCLE", "START_ONLY", "REBOOT_ONLY"]
+# Run only when slurmd starts, or only after a reboot: Slurm 26.05 stops (fatal) when either is given
+# with any other state.
+ALONE_STATES = ("START_ONLY", "REBOOT_ONLY")
 
 
 class HealthCheck(ApiModel):
@@ -172,7 +175,18 @@ class HealthCheck(ApiModel):
         "runs there as root, confined as a job step is (no CAP_SYS_ADMIN), never on the node's root; it drains "
         "its node itself (scontrol update ... state=drain) when it finds a fault")
     interval: int = Field(default=0, ge=0, le=UINT16_MAX, description="seconds; 0 with no program: no health check")
-    node_states: list[NodeStateName] = Field(default_factory=lambda: ["ANY"], min_length=1, max_length=6)
+    node_states: list[NodeStateName] = Field(default_factory=lambda: ["ANY"], min_length=1, max_length=6,
+                                             json_schema_extra=cel((
+        f"size(self) == 1 || !self.exists(s, s in {list(ALONE_STATES)})",
+        f"{' and '.join(ALONE_STATES)} each stand alone (Slurm refuses to start otherwise)")))
+
+    @field_validator("node_states")
+    @classmethod
+    def _alone_states_stand_alone(cls, states: list[str]) -> list[str]:
+        alone = sorted(set(states) & set(ALONE_STATES))
+        if alone and len(states) > 1:
+            raise ValueError(f"{alone[0]} stands alone: Slurm refuses to start with it and any other state")
+        return states
 
     @field_validator("interval")
     @classmethod

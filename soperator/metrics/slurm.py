@@ -116,7 +116,7 @@ def _partition_counts(nodes: list[SlurmNode]) -> dict[str, Counter]:
 
 
 def _number(value: object) -> float:
-    """v0.0.42 gives plain numbers, or {"set", "infinite", "number"} for some."""
+    """v0.0.44 gives plain numbers, or {"set", "infinite", "number"} for some."""
     if isinstance(value, dict):
         return float(value.get("number") or 0) if value.get("set", True) else 0.0
     return float(value) if isinstance(value, (int, float)) else 0.0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import threading
 
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
@@ -12,13 +13,43 @@ from soperator.slurm.client import SlurmRestClient
 from soperator.slurm.token import mint_token
 
 
-def connect_in_cluster(kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:
-    """The cluster's slurmrestd Service, with tokens signed by its JWT key Secret."""
-    if not controller_ready:
-        return "the controller is not ready"
+def _jwt_key(kube: Kube, cluster: SlurmCluster) -> bytes | str:
+    """The cluster's JWT key, or why there is none."""
     secret = kube.get("v1", "Secret", cluster.namespace, jwt_key_secret_name(cluster)) or {}
     encoded = (secret.get("data") or {}).get(JWT_KEY_FILE)
     if not encoded:
         return f"Secret {jwt_key_secret_name(cluster)} has no {JWT_KEY_FILE}"
-    key = base64.b64decode(encoded)
-    return SlurmRestClient(rest_url(cluster), lambda: mint_token(key))
+    return base64.b64decode(encoded)
+
+
+def connect_in_cluster(kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:
+    """A new client of the cluster's slurmrestd Service (none kept), or the reason there is none yet."""
+    return SlurmClients().connect(kube, cluster, controller_ready)
+
+
+class SlurmClients:
+    """One client per cluster, kept from pass to pass (and shared with the metrics scrapes), so its
+    node list is asked for only as of its last answer. A cluster made again under its name (another
+    uid), or whose key or Service address changed, gets a new one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._clients: dict[tuple[str, str], tuple[tuple[str, str, bytes], SlurmRestClient]] = {}
+
+    def connect(self, kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:
+        if not controller_ready:
+            return "the controller is not ready"
+        key = _jwt_key(kube, cluster)
+        if isinstance(key, str):
+            return key
+        identity = (cluster.uid, rest_url(cluster), key)
+        with self._lock:
+            kept = self._clients.get((cluster.namespace, cluster.name))
+            if kept is None or kept[0] != identity:
+                kept = (identity, SlurmRestClient(rest_url(cluster), lambda: mint_token(key)))
+                self._clients[(cluster.namespace, cluster.name)] = kept
+            return kept[1]
+
+    def forget(self, namespace: str, name: str) -> None:
+        with self._lock:
+            self._clients.pop((namespace, name), None)

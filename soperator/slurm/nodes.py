@@ -1,4 +1,4 @@
-"""Slurm nodes as slurmrestd's data parser v0.0.42 gives them, and the one state each is counted in."""
+"""Slurm nodes as slurmrestd's data parser v0.0.44 gives them, and the one state each is counted in."""
 from __future__ import annotations
 
 from typing import Literal
@@ -19,7 +19,7 @@ class _Wire(BaseModel):
 
 
 def _timestamp(value: object) -> int | None:
-    """v0.0.42 writes times as {"set": bool, "infinite": bool, "number": seconds}; unset is None."""
+    """v0.0.44 writes times as {"set": bool, "infinite": bool, "number": seconds}; unset is None."""
     if isinstance(value, dict):
         return int(value["number"]) if value.get("set") and not value.get("infinite") else None
     return value if isinstance(value, int) else None
@@ -89,7 +89,10 @@ class RestError(_Wire):
 
 class NodesResponse(_Wire):
     nodes: list[SlurmNode] = Field(default_factory=list)
+    last_update: int | None = Field(default=None, description="slurmctld's time of this list: the next update_time")
     errors: list[RestError] = Field(default_factory=list)
+
+    _last_update = field_validator("last_update", mode="before")(lambda cls, v: _timestamp(v))
 
 
 class JobsResponse(_Wire):

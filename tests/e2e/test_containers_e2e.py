@@ -13,6 +13,7 @@ import paramiko
 import pytest
 
 from images.podman import podman
+from soperator.node.layout import PATHS
 from soperator.render.configs import slurm_files
 from tests.cluster.controlplane import free_port
 from tests.support.e2e_cluster import SSH_PORT, add_user, e2e_cluster, running, try_ssh
@@ -206,8 +207,11 @@ def test_no_user_can_plant_a_container_that_another_users_step_runs(cluster, ali
     torch = f"srun -w e2e-box-0 --container-name=torch --container-writable --container-image={IMAGE} id -un"
     code, out, err = _as_user(cluster, "bob", 1002, torch)
     assert code != 0 and "bob" not in out.split(), (code, out, err)
-    assert ("soperator: this job step was refused, nothing ran: its container runtime directories are not safe to "
-            "use (/run/enroot/user-1002 is not the job user's own (uid 1002): it is a directory of uid 1001") in err, err
+    # Slurm 26.05 fails the step before any task: the user sees Slurm's word, the node's log the reason.
+    assert "Spank plugin failure, job failed" in err, err
+    assert ("soperator_chroot: its container runtime directories are not safe to use: /run/enroot/user-1002 is not "
+            "the job user's own (uid 1002): it is a directory of uid 1001") in cluster.exec(
+                "e2e-box-0", "cat", PATHS.slurmd_log)
     assert "planted-ran" not in cluster.exec("e2e-box-0", "ls", planted).split()
     assert cluster.exec("e2e-box-0", "stat", "-c", "%u", "/run/enroot/user-1002").strip() == "1001"
 

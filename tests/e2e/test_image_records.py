@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from images.build import IMAGES, PACKAGES, _label, image_ref
+from images.build import IMAGES, PACKAGES, SLURM_RELEASE, _label, image_ref
 
 pytestmark = pytest.mark.e2e
 
@@ -19,6 +19,7 @@ def test_each_image_records_its_packages_for_its_own_build(images):
         assert header == f"# {image_ref(name)} inputs={_label(image_ref(name))}", name
         assert lines == sorted(lines) and all(re.fullmatch(r"[a-z0-9][a-z0-9+.:-]*=[^ =]+", ln) for ln in lines), name
         records[name] = dict(line.split("=", 1) for line in lines)
-    assert records["worker"]["slurmd"].startswith("24.11.")
+    assert records["worker"]["slurmd"].startswith(SLURM_RELEASE + ".")
     assert records["jail"]["slurm-client"] == records["worker"]["slurmd"]  # one Slurm everywhere
     assert "mariadb-server" in records["database"] and "python3" in records["operator"]
+

@@ -1,15 +1,21 @@
-"""The operator's channel to Slurm against the real slurmrestd and slurmctld (24.11, auth/jwt): its
-tokens are accepted, anyone else's are not, and every failure is an error, never an empty answer."""
+"""The operator's channel to Slurm against the real slurmrestd and slurmctld (26.05, auth/jwt, data
+parser v0.0.44): its tokens are accepted, anyone else's are not, every failure is an error, never an
+empty answer, and an unchanged cluster is answered with no body."""
 from __future__ import annotations
 
 import time
 
 import pytest
 
-from soperator.keys import generate_jwt_key
+from soperator.keys import generate_jwt_key, generate_munge_key
+from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from soperator.slurm import SlurmAuthError, SlurmRestClient, SlurmUnreachable, mint_token
+from tests.conftest import make_cluster
 from tests.support.rest_forward import RestForwarder
 from tests.support.rest_slurm import REGISTERED
+from tests.support.slurm import SlurmSandbox
+from tests.support.thin_jail import make_thin_jail
+from tests.support.wait import until
 
 pytestmark = pytest.mark.slurm
 
@@ -49,3 +55,46 @@ def test_nothing_listening_is_unreachable_not_an_empty_list(tmp_path):
             SlurmRestClient(forwarder.url, lambda: "t", retries=1).list_nodes()
     finally:
         forwarder.close()
+
+
+def test_an_unchanged_cluster_is_answered_with_no_body_and_a_change_with_the_list(rest_slurm):
+    client = _client(rest_slurm)
+
+    def quiet() -> bool:
+        """A second list right after the first gets no body (304), as long as nothing changed in
+        between or in the second before the first (slurmctld compares whole seconds)."""
+        first, before = client.list_nodes(), client.bytes_received
+        return client.list_nodes() == first and client.bytes_received == before
+    until(quiet, 10, "an unchanged node list answered with no body")
+    before = client.bytes_received
+    rest_slurm.run("scontrol", "update", f"NodeName={REGISTERED}", "State=DRAIN", "Reason=quiet-poll-test")
+    try:
+        changed = {n.name: n for n in client.list_nodes()}
+        assert client.bytes_received > before
+        assert changed[REGISTERED].reason == "quiet-poll-test" and "DRAIN" in changed[REGISTERED].flags
+    finally:
+        rest_slurm.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")
+    assert "DRAIN" not in {n.name: n for n in client.list_nodes()}[REGISTERED].flags
+
+
+def test_a_partly_used_node_is_mixed_as_slurmctld_says(tmp_path):
+    """slurmrestd computes MIXED only when asked (naming FUTURE alone drops its default flags)."""
+    cluster = make_cluster(name="mix", nodeSets=[{"name": "cpu", "replicas": 1, "cpus": 2}],
+                           slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
+                                        "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
+    key, node = generate_jwt_key(), "mix-cpu-0"
+    with SlurmSandbox(tmp_path / "box", slurm_files(cluster), controller_host(cluster), generate_munge_key(),
+                      names=[node], slurmd=node, node_conf=worker_node_conf(cluster.spec.node_sets[0]), jwt_key=key,
+                      rest=True, jail=make_thin_jail(tmp_path / "jail")) as box:
+        assert box.status["ready"], (box.status, box.log("slurmd.log"), box.log("slurmrestd.log"))
+        job = box.run("sbatch", "--parsable", "-n1", "--mem=1", "-o", "/dev/null", "--wrap", "sleep 120").stdout.strip()
+        forwarder = RestForwarder(str(SlurmSandbox.rest_socket(tmp_path / "box")))
+        try:
+            client = SlurmRestClient(forwarder.url, lambda: mint_token(key), retries=0)
+            until(lambda: box.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING", 60,
+                  f"job {job} to run")
+            assert "State=MIXED" in box.run("scontrol", "-o", "show", "node", node).stdout
+            assert {n.name: n for n in client.list_nodes()}[node].category() == "mixed"
+        finally:
+            forwarder.close()
+            box.run("scancel", job)

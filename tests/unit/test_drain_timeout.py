@@ -13,7 +13,7 @@ T = DrainTimeout(after_seconds=600, action="Cancel")
 
 
 def _node(name: str, reason: str, at: int | None) -> SlurmNode:
-    stamp = {"set": at is not None, "infinite": False, "number": at or 0}  # as slurmrestd v0.0.42 writes it
+    stamp = {"set": at is not None, "infinite": False, "number": at or 0}  # as slurmrestd v0.0.44 writes it
     return SlurmNode.model_validate({"name": name, "state": ["ALLOCATED", "DRAIN"], "reason": reason,
                                      "reason_changed_at": stamp})
 

@@ -1,9 +1,10 @@
-"""Which images `python -m images.build --only X` builds: X and what it is built FROM, parents first."""
+"""images/build.py's pure parts: which images `--only X` builds (X and its parents, parents first), the
+progress lines of a build, and the Slurm release check of a build's package record."""
 from __future__ import annotations
 
 import pytest
 
-from images.build import IMAGES, _wanted, step_note
+from images.build import IMAGES, SLURM_RELEASE, _wanted, check_slurm_release, step_note
 from images.podman import PodmanError
 
 
@@ -37,3 +38,13 @@ def test_unknown_image_is_named():
 ])
 def test_a_build_line_becomes_a_step_note_or_nothing(line, note):
     assert step_note(line) == note
+
+
+def test_a_build_that_got_another_slurm_release_fails(tmp_path):
+    """forky moves on: an image whose Slurm is not SLURM_RELEASE is refused, naming the package."""
+    record = tmp_path / "worker.txt"
+    record.write_text("# localhost/soperator/worker:0 inputs=x\nlibc6=2.43-7\nslurmd=27.05.1-1\n")
+    with pytest.raises(PodmanError, match=f"slurmd 27.05.1-1 is not Slurm {SLURM_RELEASE}"):
+        check_slurm_release(record)
+    record.write_text(f"# localhost/soperator/worker:0 inputs=x\nslurmd={SLURM_RELEASE}.5-1\n")
+    check_slurm_release(record)
