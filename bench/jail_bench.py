@@ -6,7 +6,7 @@
   python -m bench.jail_bench all
 
 Plugin and no-plugin runs alternate in rounds on the same slurmctld/slurmd (the node image's Slurm
-24.11, in a container whose PID 1 reaps the slurmstepds each step leaves). slurmd is configless, so
+26.05, in a container whose PID 1 reaps the slurmstepds each step leaves). slurmd is configless, so
 each switch of plugstack.conf is a `scontrol reconfigure`, waited for until slurmd's copy has it.
 """
 from __future__ import annotations

@@ -6,6 +6,10 @@
   python -m bench.local_node first-job   `helm install` -> first sbatch accepted, split by phase,
                                          median of 3 (images already imported; the operator's phase
                                          counts in the first round only, it stays installed)
+  python -m bench.local_node config      a partition's maxTime changed -> in force in slurmctld, through
+                                         the operator (it annotates the controller pod, the kubelet
+                                         refreshes the ConfigMap at once), against the kubelet's own
+                                         refresh (operator scaled to 0, ConfigMap edited), alternating
 Needs the machine to itself: no other local node (test session or `quickstart.py up`) may run.
 """
 from __future__ import annotations
@@ -55,17 +59,22 @@ def bench_node(cluster: LocalCluster, rounds: int = 3) -> dict:
     return {"node_ready_s": [round(s, 2) for s in seconds], "median_s": round(statistics.median(seconds), 2)}
 
 
-def _first_job(cluster: LocalCluster, name: str, key: Path) -> dict:
+def _installed(cluster: LocalCluster, name: str, key: Path) -> tuple[SimpleNamespace, list[str]]:
+    """The quick start's charts installed and ready; (its arguments, the ssh command to its login node)."""
     args = SimpleNamespace(kubeconfig=cluster.plane.kubeconfig, namespace="bench", cluster_name=name,
                            volumes_dir=cluster.volumes, workers=2, jail_size="8Gi", ssh_key=key.with_suffix(".pub"),
                            set_operator=["resyncSeconds=5"], timeout=900, on="local")
-    began = time.monotonic()
     quickstart.install_charts(args)
     quickstart.wait_ready(args)
-    phases = dict(args.phase_seconds)
     host, port, _ = quickstart.login_address(args)
-    ssh = ["ssh", "-p", str(port), "-i", str(key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-           "-o", "LogLevel=ERROR", f"root@{host}"]
+    return args, ["ssh", "-p", str(port), "-i", str(key), "-o", "StrictHostKeyChecking=no", "-o",
+                  "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", f"root@{host}"]
+
+
+def _first_job(cluster: LocalCluster, name: str, key: Path) -> dict:
+    began = time.monotonic()
+    args, ssh = _installed(cluster, name, key)
+    phases = dict(args.phase_seconds)
     while "2 idle" not in subprocess.run([*ssh, "sinfo -h -o '%D %t'"], capture_output=True, text=True).stdout:
         time.sleep(0.5)
     phases["slurmd registered"] = time.monotonic() - began
@@ -77,7 +86,48 @@ def _first_job(cluster: LocalCluster, name: str, key: Path) -> dict:
     return phases
 
 
-def bench_first_job(cluster: LocalCluster, rounds: int = 3) -> dict:
+def _in_force(ssh: list[str], max_time: str) -> float:
+    began = time.monotonic()
+    while f"MaxTime={max_time} " not in subprocess.run([*ssh, "scontrol -o show partition main"],
+                                                       capture_output=True, text=True).stdout:
+        time.sleep(0.5)
+    return time.monotonic() - began
+
+
+def bench_config(cluster: LocalCluster, rounds: int = 3) -> dict:
+    """Seconds from a partition's maxTime change to `scontrol show partition` on the login node."""
+    _install_images(cluster)
+    kubectl = ["kubectl", "--kubeconfig", str(cluster.plane.kubeconfig), "-n", "bench"]
+    seconds: dict[str, list[float]] = {"operator": [], "kubelet only": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        key = Path(tmp) / "id_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        args, ssh = _installed(cluster, "conf", key)
+        for i in range(rounds):  # at most 9: `scontrol` writes 1:00:00 as 01:00:00
+            hours = f"{i + 1}:00:00"
+            spec = {"spec": {"partitions": [{"name": "main", "default": True, "maxTime": hours}]}}
+            subprocess.run([*kubectl, "patch", "slurmcluster", "conf", "--type=merge", "-p", json.dumps(spec)], check=True,
+                           capture_output=True)
+            seconds["operator"].append(_in_force(ssh, f"0{hours}"))
+            subprocess.run([*kubectl, "scale", "deployment", "--all", "--replicas=0"], check=True, capture_output=True)
+            config = json.loads(subprocess.run([*kubectl, "get", "configmap", "conf-slurm-configs", "-o", "json"],
+                                               check=True, capture_output=True, text=True).stdout)
+            minutes = f"{i + 1:02d}:30:00"
+            conf = config["data"]["slurm.conf"].replace(f"MaxTime={hours} ", f"MaxTime={minutes} ")
+            subprocess.run([*kubectl, "patch", "configmap", "conf-slurm-configs", "--type=merge", "-p",
+                            json.dumps({"data": {"slurm.conf": conf}})], check=True, capture_output=True)
+            seconds["kubelet only"].append(_in_force(ssh, minutes))
+            # Back as it was before the next round: the operator running, the spec's file in force.
+            subprocess.run([*kubectl, "scale", "deployment", "--all", "--replicas=1"], check=True, capture_output=True)
+            subprocess.run([*kubectl, "wait", "--for=condition=Available", "deployment", "--all", "--timeout=300s"],
+                           check=True, capture_output=True)
+            _in_force(ssh, f"0{hours}")
+    medians = {k: round(statistics.median(v), 1) for k, v in seconds.items()}
+    return {"seconds": {k: [round(s, 1) for s in v] for k, v in seconds.items()}, "median_s": medians,
+            "kubelet only / operator": round(medians["kubelet only"] / medians["operator"], 1), "rounds": rounds}
+
+
+def _install_images(cluster: LocalCluster) -> float:
     from images.build import build_all, image_ref
 
     tools = ensure_tools()
@@ -86,7 +136,11 @@ def bench_first_job(cluster: LocalCluster, rounds: int = 3) -> dict:
     build_all()
     began = time.monotonic()
     cluster.node.import_images([image_ref(n) for n in quickstart.IMAGES])
-    imported = time.monotonic() - began
+    return time.monotonic() - began
+
+
+def bench_first_job(cluster: LocalCluster, rounds: int = 3) -> dict:
+    imported = _install_images(cluster)
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "id_ed25519"
@@ -100,12 +154,13 @@ def bench_first_job(cluster: LocalCluster, rounds: int = 3) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("build", "node", "first-job"))
+    parser.add_argument("what", choices=("build", "node", "first-job", "config"))
     args = parser.parse_args()
     if args.what == "build":
         print(json.dumps(bench_build(), indent=1))
         return 0
-    print(json.dumps(on_a_local_node(bench_node if args.what == "node" else bench_first_job), indent=1))
+    bench = {"node": bench_node, "first-job": bench_first_job, "config": bench_config}[args.what]
+    print(json.dumps(on_a_local_node(bench), indent=1))
     return 0
 
 

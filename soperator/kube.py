@@ -119,6 +119,16 @@ class Kube:
             return False
         return True
 
+    def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> bool:
+        """Set annotations on a pod; False if it is gone (deleted since it was listed)."""
+        self._count("patch", "Pod")
+        try:
+            self._res("v1", "Pod").patch(name=name, namespace=namespace, body={"metadata": {"annotations": annotations}},
+                                         content_type="application/merge-patch+json")
+        except NotFoundError:
+            return False
+        return True
+
     def log_tail(self, namespace: str, pod: str, container: str, lines: int = 40) -> str:
         """The container's last lines, else its previous run's (one waiting to restart has none);
         '' when neither can be read: no such pod (404) or no such run yet (400). Anything else, a

@@ -48,6 +48,8 @@ CONFIG_HASH_ANNOTATION = "slurm.soperator.dev/config-hash"
 # whether it holds the Slurm nodes while it runs.
 OVERWRITE_ANNOTATION = "slurm.soperator.dev/overwrite"
 HOLD_ANNOTATION = "slurm.soperator.dev/hold-nodes"
+# On the controller pod: the digest of the Slurm configs it was last told about (reconcile/config_nudge.py).
+CONFIG_SEEN_ANNOTATION = "slurm.soperator.dev/configs-seen"
 
 
 class NAMES:

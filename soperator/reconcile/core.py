@@ -17,6 +17,7 @@ from soperator.kube import Kube
 from soperator.node.layout import CONTROLLER, LOGIN, PORTS, WORKER
 from soperator.reconcile import conditions
 from soperator.reconcile.conditions import Cond
+from soperator.reconcile.config_nudge import nudge_controller
 from soperator.reconcile.accounting import ensure_accounting
 from soperator.reconcile.apply import ensure
 from soperator.reconcile.jobs import populate_state
@@ -30,7 +31,7 @@ from soperator.slurm.cluster_client import connect_in_cluster
 from soperator.render import config_maps, slurm_nodes
 from soperator.render.login import login_ssh_service_name
 from soperator.render.common import object_name
-from soperator.render.configs import placeholder_node_name
+from soperator.render.configs import placeholder_node_name, slurm_configs_name
 from soperator.metrics.slurm import Target
 from soperator.render.worker import node_set_stateful_set_name
 
@@ -90,8 +91,10 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     if not secrets.ok:
         return Result("Error", conds)
     accounting = ensure_accounting(kube, snap)
-    for obj in config_maps(cluster, accounting_live=bool(accounting and accounting.ok)):
+    configs = config_maps(cluster, accounting_live=bool(accounting and accounting.ok))
+    for obj in configs:
         ensure(kube, snap, obj)
+    nudge_controller(kube, snap, next(c for c in configs if c["metadata"]["name"] == slurm_configs_name(cluster)))
     populated = populate_state(kube, snap)
     conds.append(populated)
     if not populated.ok:

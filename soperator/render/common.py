@@ -96,6 +96,16 @@ def secret_volume(name: str, secret: str, mode: int) -> Obj:
     return {"name": name, "secret": {"secretName": secret, "defaultMode": mode}}
 
 
+def slurm_daemon_probes(port: int) -> Obj:
+    """slurmctld's and slurmd's own probes (Slurm 25.11+), served over HTTP on their RPC port with no
+    token: ready while the daemon services RPCs, live while it runs. Liveness never asks more than
+    that: a busy slurmd restarted by its probe would end its node's jobs."""
+    def probe(path: str, period: int, failures: int) -> Obj:
+        return {"httpGet": {"path": path, "port": port}, "periodSeconds": period, "failureThreshold": failures,
+                "timeoutSeconds": 5}
+    return {"readinessProbe": probe("/readyz", 5, 3), "livenessProbe": probe("/livez", 15, 8)}
+
+
 def tcp_probe(port: int, period: int, failures: int) -> Obj:
     return {"tcpSocket": {"port": port}, "periodSeconds": period, "failureThreshold": failures,
             "timeoutSeconds": 5}

@@ -4,7 +4,7 @@ from __future__ import annotations
 from soperator.api.cluster import SlurmCluster
 from soperator.node.layout import CONTROLLER, ENV, NAMES, PATHS, PORTS
 from soperator.render.common import (Obj, metadata, object_name, resources, secret_volume, selector_labels,
-                                     tcp_probe)
+                                     slurm_daemon_probes, tcp_probe)
 from soperator.render.nodes import (CONTROLLER_CAPABILITIES, headless_service, jail_volumes, node_pod,
                                     persistent_volume, root_security_context, slurm_mounts, slurm_volumes,
                                     stateful_set)
@@ -35,8 +35,7 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
         "volumeMounts": slurm_mounts() + [{"name": "spool", "mountPath": PATHS.controller_spool},
                                           {"name": "jail", "mountPath": PATHS.jail, "readOnly": True},
                                           {"name": "jwt-key", "mountPath": PATHS.jwt_key_dir, "readOnly": True}],
-        "readinessProbe": tcp_probe(PORTS.slurmctld, period=5, failures=3),
-        "livenessProbe": tcp_probe(PORTS.slurmctld, period=15, failures=8),
+        **slurm_daemon_probes(PORTS.slurmctld),
         "resources": resources(spec.controller),
     }
     volumes = slurm_volumes(cluster) + spool_volumes + jail_volumes(cluster)[:1] + [

@@ -7,7 +7,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.api.fields import quantity_value
 from soperator.api.spec import NodeSetSpec
 from soperator.node.layout import ENV, PATHS, PORTS, WORKER
-from soperator.render.common import Obj, object_name, resources, tcp_probe
+from soperator.render.common import Obj, object_name, resources, slurm_daemon_probes
 from soperator.render.configs import conf_server, enroot_conf, worker_node_conf
 from soperator.render.nodes import (NODE_CAPABILITIES, headless_service, jail_mount, jail_mounts,
                                     jail_volumes, node_pod, node_security_context, slurm_mounts, slurm_volumes,
@@ -112,8 +112,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
             {"name": "shm", "mountPath": PATHS.shm},
             *pyxis_mounts,
         ],
-        "readinessProbe": tcp_probe(PORTS.slurmd, period=5, failures=3),
-        "livenessProbe": tcp_probe(PORTS.slurmd, period=15, failures=8),
+        **slurm_daemon_probes(PORTS.slurmd),
         "resources": resources(node_set, worker_limits(node_set)),
     }
     volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster, node_set.sub_mounts) + [

@@ -42,7 +42,7 @@ class SlurmClients:
         key = _jwt_key(kube, cluster)
         if isinstance(key, str):
             return key
-        identity = (cluster.uid, rest_url(cluster), key)
+        identity = (cluster.metadata.uid or "", rest_url(cluster), key)
         with self._lock:
             kept = self._clients.get((cluster.namespace, cluster.name))
             if kept is None or kept[0] != identity:

@@ -1,5 +1,5 @@
 """A worker container that dies takes its jobs with it, and Slurm is told so: real slurmctld and
-slurmd 24.11 in containers from our images, configured by `soperator render`.
+slurmd 26.05 in containers from our images, configured by `soperator render`.
 
 Three workers, each running a requeueable batch job (a step of its own inside) and an interactive
 `srun` job, die three ways at once: slurmd killed (the container exits and is started again, as a

@@ -9,7 +9,13 @@ import pytest
 import yaml
 
 from soperator.kube import Kube
+from soperator.api import parse_cluster
+from soperator.node.layout import CONFIG_SEEN_ANNOTATION, JWT_KEY_FILE
 from soperator.reconcile import reconcile
+from soperator.reconcile.config_nudge import configs_digest
+from soperator.render.secrets import jwt_key_secret_name
+from soperator.slurm.cluster_client import SlurmClients
+from tests.support.wait import until
 
 pytestmark = pytest.mark.kube
 API = "slurm.soperator.dev/v1alpha1"
@@ -332,3 +338,50 @@ def test_overwrite_of_a_live_cluster_holds_its_nodes_and_of_a_new_one_does_not(k
     result = reconcile(kube, _body(kube, namespace, "live"))
     cond = [c for c in result.conditions if c.type == "JailPopulated"][0]
     assert "drains the Slurm nodes and waits for their jobs to end first" in cond.message, cond
+
+
+def test_a_config_change_is_told_once_to_the_running_controller_pod(kube, kubectl, crd_installed, namespace):
+    """The annotation that has the kubelet refresh the controller's ConfigMap files at once."""
+    _create(kubectl, namespace, "c9")
+    reconcile(kube, _body(kube, namespace, "c9"))
+    _finish_job(kubectl, namespace, "c9-populate-jail")
+    _converge(kube, namespace, "c9")
+    until(lambda: kube.get("v1", "Pod", namespace, "c9-controller-0"), 60, "the controller pod")
+
+    def seen() -> str | None:
+        return (kube.get("v1", "Pod", namespace, "c9-controller-0")["metadata"].get("annotations") or {}).get(
+            CONFIG_SEEN_ANNOTATION)
+    reconcile(kube, _body(kube, namespace, "c9"))
+    assert seen() is None  # not started: it will read the files as they are then
+    # No kubelet here: the pod is marked running through its status, as the kubelet would.
+    kubectl("-n", namespace, "patch", "pod", "c9-controller-0", "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"phase": "Running"}}))
+    reconcile(kube, _body(kube, namespace, "c9"))
+    first = seen()
+    assert first == configs_digest(kube.get("v1", "ConfigMap", namespace, "c9-slurm-configs"))
+    before = kube.writes
+    reconcile(kube, _body(kube, namespace, "c9"))
+    assert kube.writes == before and seen() == first  # told once
+    _create(kubectl, namespace, "c9", partitions=[{"name": "main", "default": True, "maxTime": "1:00:00"}])
+    reconcile(kube, _body(kube, namespace, "c9"))
+    assert seen() == configs_digest(kube.get("v1", "ConfigMap", namespace, "c9-slurm-configs")) != first
+
+
+def test_each_cluster_keeps_one_slurm_client_until_its_key_or_uid_changes(kube, kubectl, crd_installed, namespace):
+    """The kept client is what asks Slurm only for changes (update_time); a new key is a new client."""
+    _create(kubectl, namespace, "c10")
+    reconcile(kube, _body(kube, namespace, "c10"))  # makes the key Secrets
+    clients, cluster = SlurmClients(), parse_cluster(_body(kube, namespace, "c10"))
+    assert clients.connect(kube, cluster, False) == "the controller is not ready"
+    first = clients.connect(kube, cluster, True)
+    assert clients.connect(kube, cluster, True) is first
+    secret = jwt_key_secret_name(cluster)  # immutable, as every key Secret: a new key is a new Secret
+    kubectl("-n", namespace, "delete", "secret", secret)
+    kubectl("-n", namespace, "create", "secret", "generic", secret, f"--from-literal={JWT_KEY_FILE}={'k' * 64}")
+    second = clients.connect(kube, cluster, True)
+    assert second is not first and clients.connect(kube, cluster, True) is second
+    clients.forget(namespace, "c10")
+    assert clients.connect(kube, cluster, True) is not second
+    again = parse_cluster({**_body(kube, namespace, "c10"), "metadata": {
+        **_body(kube, namespace, "c10")["metadata"], "uid": "another-cluster-same-name"}})
+    assert clients.connect(kube, again, True) is not clients.connect(kube, cluster, True)

@@ -107,7 +107,8 @@ def test_slurm_conf_lists_no_worker_but_a_placeholder_per_node_set_and_partition
     assert "PartitionName=quick Nodes=gpu Default=NO" in conf
     # Room for maxNodeCount (1024) dynamic workers besides the two placeholders.
     assert "SlurmctldParameters=enable_configless\n" in conf and "MaxNodeCount=1026\n" in conf
-    assert "AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key=/run/slurmctld-jwt/jwt_hs256.key\n" in conf
+    assert ("AuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key=/run/slurmctld-jwt/jwt_hs256.key,disable_token_creation\n"
+            in conf)
 
 
 def test_each_node_set_is_its_own_statefulset_and_scaling_one_touches_only_it(keys):

@@ -1,4 +1,4 @@
-"""The rendered Slurm configs are accepted by a real slurmctld (the node image's Slurm 24.11), and a
+"""The rendered Slurm configs are accepted by a real slurmctld (the node image's Slurm 26.05), and a
 worker registers as the worker pods do: a dynamic node, configless."""
 import pytest
 

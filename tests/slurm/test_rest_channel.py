@@ -9,6 +9,8 @@ import pytest
 
 from soperator.keys import generate_jwt_key, generate_munge_key
 from soperator.render.configs import controller_host, slurm_files, worker_node_conf
+from soperator.render.controller import controller_stateful_set
+from soperator.render.worker import worker_stateful_set
 from soperator.slurm import SlurmAuthError, SlurmRestClient, SlurmUnreachable, mint_token
 from tests.conftest import make_cluster
 from tests.support.rest_forward import RestForwarder
@@ -98,3 +100,31 @@ def test_a_partly_used_node_is_mixed_as_slurmctld_says(tmp_path):
         finally:
             forwarder.close()
             box.run("scancel", job)
+
+
+def test_no_user_can_mint_a_token(rest_slurm):
+    """Only the key's holders sign tokens: `scontrol token` is refused to users (root may; it holds the key)."""
+    refused = rest_slurm.box.run("runuser", "-u", "nobody", "--", "scontrol", "token", "lifespan=86400")
+    assert refused.returncode != 0 and "SLURM_JWT" not in refused.stdout, (refused.stdout, refused.stderr)
+    assert "denied" in refused.stderr.lower(), refused.stderr
+    assert rest_slurm.run("scontrol", "token", "lifespan=60").startswith("SLURM_JWT=")
+
+
+# What the kubelet does with an httpGet probe: any status from 200 to 399 is a pass.
+PROBE = """import sys, urllib.request
+with urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}{sys.argv[2]}", timeout=5) as reply:
+    print(reply.status)"""
+
+
+def test_the_daemons_answer_their_pods_probes_with_no_token(rest_slurm):
+    """The controller's and the workers' probes, as rendered, against the real slurmctld and slurmd."""
+    cluster = rest_slurm.cluster
+    containers = [controller_stateful_set(cluster)["spec"]["template"]["spec"]["containers"][0],
+                  worker_stateful_set(cluster, cluster.spec.node_sets[0], 1)["spec"]["template"]["spec"]["containers"][0]]
+    asked = []
+    for container in containers:
+        for kind in ("readinessProbe", "livenessProbe"):
+            get = container[kind]["httpGet"]
+            status = rest_slurm.run("python3", "-c", PROBE, str(get["port"]), get["path"]).strip()
+            asked.append((get["path"], status))
+    assert asked == [("/readyz", "204"), ("/livez", "204")] * 2

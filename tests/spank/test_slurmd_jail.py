@@ -96,7 +96,7 @@ PLUGIN_VERSION = """
 import ctypes, os
 lib = ctypes.CDLL("/opt/soperator/lib/spank_chroot.so", mode=os.RTLD_LAZY | os.RTLD_LOCAL)
 v = ctypes.c_uint32.in_dll(lib, "plugin_version").value
-print(f"{v >> 16}.{v >> 8 & 0xff}.{v & 0xff}")
+print(f"{v >> 16}.{v >> 8 & 0xff:02d}.{v & 0xff}")  # as slurmd -V writes it: 26.05.5
 """
 
 

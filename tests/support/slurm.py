@@ -1,4 +1,4 @@
-"""Test helpers that run real Slurm daemons, the product's own (the node image's Slurm 24.11), in a
+"""Test helpers that run real Slurm daemons, the product's own (the node image's Slurm 26.05), in a
 container the test owns."""
 from __future__ import annotations
 

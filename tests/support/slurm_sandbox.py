@@ -1,7 +1,7 @@
 """A Slurm node in a box: slurmctld (and optionally one slurmd with the jail plugin) with rendered configs.
 
 Runs inside a container of our own node image (see tests.support.slurm.SlurmSandbox), so the Slurm
-is the one the product ships (Debian trixie's 24.11) and the plugin is the one built for it: the real
+is the one the product ships (Debian forky's 26.05) and the plugin is the one built for it: the real
 daemons see the paths and host names the rendered config names, talk only on a private network
 namespace, and die with the container. Protocol on stdin/stdout, one JSON document per line: the
 sandbox prints {"ready": ...} once, then answers each {"run": [...]} with {"rc", "out", "err"}; it
