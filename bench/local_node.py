@@ -86,10 +86,12 @@ def _first_job(cluster: LocalCluster, name: str, key: Path) -> dict:
     return phases
 
 
-def _in_force(ssh: list[str], max_time: str) -> float:
+def _in_force(ssh: list[str], max_time: str, timeout: float = 600) -> float:
     began = time.monotonic()
     while f"MaxTime={max_time} " not in subprocess.run([*ssh, "scontrol -o show partition main"],
                                                        capture_output=True, text=True).stdout:
+        if time.monotonic() - began > timeout:
+            raise SystemExit(f"MaxTime={max_time} not in force after {timeout:.0f} s")
         time.sleep(0.5)
     return time.monotonic() - began
 
@@ -110,6 +112,9 @@ def bench_config(cluster: LocalCluster, rounds: int = 3) -> dict:
                            capture_output=True)
             seconds["operator"].append(_in_force(ssh, f"0{hours}"))
             subprocess.run([*kubectl, "scale", "deployment", "--all", "--replicas=0"], check=True, capture_output=True)
+            # Gone, not only told to go: a terminating operator's last pass would write the spec's file back.
+            subprocess.run([*kubectl, "wait", "--for=delete", "pod", "-l", "app.kubernetes.io/name=slurm-operator",
+                            "--timeout=120s"], check=True, capture_output=True)
             config = json.loads(subprocess.run([*kubectl, "get", "configmap", "conf-slurm-configs", "-o", "json"],
                                                check=True, capture_output=True, text=True).stdout)
             minutes = f"{i + 1:02d}:30:00"
