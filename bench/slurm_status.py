@@ -22,6 +22,7 @@ from soperator.node.layout import NODE_SET_LABEL
 from soperator.reconcile.slurm_nodes import node_set_counts, pod_condition_changes, workers_of
 from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from soperator.slurm import SlurmRestClient, mint_token
+from soperator.slurm.ctld_metrics import SlurmMetricsClient
 from tests.conftest import make_cluster
 from tests.support.rest_forward import RestForwarder
 from tests.support.slurm import SlurmSandbox
@@ -55,8 +56,8 @@ def bench_cluster(size: int):
 
 @contextmanager
 def growing_slurm(cluster):
-    """A real slurmctld + slurmrestd with one registered slurmd: yields (client, grow), where
-    grow(n) adds FUTURE records of node set cpu until Slurm holds n nodes."""
+    """A real slurmctld + slurmrestd with one registered slurmd: yields (REST client, grow, client of
+    slurmctld's metrics), where grow(n) adds FUTURE records of node set cpu until Slurm holds n nodes."""
     key = generate_jwt_key()
     with tempfile.TemporaryDirectory(prefix="slurm-bench-") as tmp:
         work = Path(tmp)
@@ -67,6 +68,7 @@ def growing_slurm(cluster):
             if not box.status["ready"]:
                 raise SystemExit(f"sandbox not ready: {box.status}\n{box.log('slurmctld.log')}")
             forwarder = RestForwarder(str(SlurmSandbox.rest_socket(work)))
+            ctld_forwarder = RestForwarder(str(SlurmSandbox.ctld_socket(work)))
             have = [1]
 
             def grow(size: int) -> None:
@@ -74,16 +76,18 @@ def growing_slurm(cluster):
                     box.run("scontrol", "create", f"NodeName={NAME}-cpu-[{have[0]}-{size - 1}]", "State=FUTURE",
                             "Feature=cpu", "CPUs=1", "RealMemory=1024")
                     have[0] = size
+            token = lambda: mint_token(key)  # noqa: E731
             try:
-                yield SlurmRestClient(forwarder.url, lambda: mint_token(key)), grow
+                yield SlurmRestClient(forwarder.url, token), grow, SlurmMetricsClient(ctld_forwarder.url, token)
             finally:
                 forwarder.close()
+                ctld_forwarder.close()
 
 
 def measure(sizes: list[int]) -> list[dict]:
     cluster = bench_cluster(max(sizes))
     results = []
-    with growing_slurm(cluster) as (client, grow):
+    with growing_slurm(cluster) as (client, grow, _):
         for size in sorted(sizes):
             grow(size)
             pods = _pods(size)
@@ -102,9 +106,9 @@ def measure(sizes: list[int]) -> list[dict]:
     return results
 
 
-def run_sizes(doc: str, measure, ratios: tuple[str, ...]) -> None:
+def run_sizes(doc: str, measure, ratios: tuple[str, ...], calls: str = "rest_calls") -> None:
     """`--sizes` from the command line into `measure(sizes)`; print each row, then each bigger size's
-    REST calls and `ratios` against the smallest."""
+    REST calls (the row's `calls`) and `ratios` against the smallest."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10,1000,5000")
     rows = measure([int(s) for s in parser.parse_args().sizes.split(",")])
@@ -112,7 +116,7 @@ def run_sizes(doc: str, measure, ratios: tuple[str, ...]) -> None:
         print(json.dumps(row))
     base = rows[0]
     for row in rows[1:]:
-        print(f"{row['nodes']} vs {base['nodes']} nodes: calls {row['rest_calls']}/{base['rest_calls']}, " + ", ".join(
+        print(f"{row['nodes']} vs {base['nodes']} nodes: calls {row[calls]}/{base[calls]}, " + ", ".join(
             f"{key} x{row[key] / max(base[key], 0.1):.1f}" for key in ratios))
 
 

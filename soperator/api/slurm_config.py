@@ -29,6 +29,9 @@ MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
     "MessageTimeout", "KillWait", "MinJobAge", "MaxJobCount", "DefMemPerCPU", "GresTypes",
     "HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState", "HealthCheckTimeout", "NodeName", "PartitionName",
     "NodeSet", "DownNodes", "FrontendName", "Include", "MaxNodeCount",
+    # slurmctld's metrics are the operator's to read and serve (ignore_private_data would open them to
+    # every pod that reaches slurmctld's port)
+    "MetricsType", "MetricsParameters", "MetricsAuthUsers", "SlurmctldHttpAuthParameters",
     # spec.accounting's
     "AccountingStorageType", "AccountingStorageHost", "AccountingStoragePort", "AccountingStorageUser",
     "AccountingStoragePass", "AccountingStorageEnforce",

@@ -28,9 +28,11 @@ from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.plan import plan_node_sets
 from soperator.reconcile.slurm_nodes import Connect, observe_slurm, slurm_status
 from soperator.slurm.cluster_client import connect_in_cluster
+from soperator.slurm.ctld_metrics import SlurmMetricsClient
 from soperator.render import config_maps, slurm_nodes
 from soperator.render.login import login_ssh_service_name
 from soperator.render.common import object_name
+from soperator.render.controller import metrics_url
 from soperator.render.configs import placeholder_node_name, slurm_configs_name
 from soperator.metrics.slurm import Target
 from soperator.render.worker import node_set_stateful_set_name
@@ -124,9 +126,9 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
     target = None if seen.client is None else Target(
-        cluster.namespace, cluster.name, seen.client, tuple(n.name for n in cluster.spec.node_sets),
-        frozenset(placeholder_node_name(cluster, n) for n in cluster.spec.node_sets),
-        tuple(p.name for p in cluster.spec.partitions))
+        cluster.namespace, cluster.name, seen.client, SlurmMetricsClient(metrics_url(cluster), seen.client.token),
+        tuple(n.name for n in cluster.spec.node_sets),
+        frozenset(placeholder_node_name(cluster, n) for n in cluster.spec.node_sets))
     return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(snap), target)
 
 

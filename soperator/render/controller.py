@@ -4,9 +4,10 @@ from __future__ import annotations
 from soperator.api.cluster import SlurmCluster
 from soperator.node.layout import CONTROLLER, ENV, NAMES, PATHS, PORTS
 from soperator.render.common import (Obj, metadata, object_name, resources, secret_volume, selector_labels,
-                                     slurm_daemon_probes, tcp_probe)
-from soperator.render.nodes import (CONTROLLER_CAPABILITIES, headless_service, jail_volumes, node_pod,
-                                    persistent_volume, root_security_context, slurm_mounts, slurm_volumes,
+                                     service_domain, slurm_daemon_probes, tcp_probe)
+from soperator.render.configs import controller_host
+from soperator.render.nodes import (CONTROLLER_CAPABILITIES, headless_service, headless_service_name, jail_volumes,
+                                    node_pod, persistent_volume, root_security_context, slurm_mounts, slurm_volumes,
                                     stateful_set)
 from soperator.render.secrets import jwt_key_secret_name
 
@@ -91,6 +92,11 @@ def rest_service(cluster: SlurmCluster) -> Obj:
             "spec": {"type": "ClusterIP", "selector": selector_labels(cluster, CONTROLLER),
                      "ports": [{"name": "slurmrestd", "port": PORTS.slurmrestd, "targetPort": PORTS.slurmrestd,
                                 "protocol": "TCP"}]}}
+
+
+def metrics_url(cluster: SlurmCluster) -> str:
+    """slurmctld's own HTTP server (metrics, probes): its RPC port, through the headless Service."""
+    return f"http://{controller_host(cluster)}.{service_domain(cluster, headless_service_name(cluster, CONTROLLER))}:{PORTS.slurmctld}"
 
 
 def rest_url(cluster: SlurmCluster) -> str:

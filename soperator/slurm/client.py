@@ -31,6 +31,19 @@ NOT_MODIFIED = 304
 ESLURM_AUTH = (1007,)
 
 
+# How slurmrestd and slurmctld's HTTP server take a caller's JWT.
+TOKEN_HEADER = "X-SLURM-USER-TOKEN"
+
+
+def read_pool(timeout: float, retries: int) -> urllib3.PoolManager:
+    """Connections to one Slurm HTTP server: idempotent reads only are retried, with backoff, on
+    connection errors and gateway answers."""
+    return urllib3.PoolManager(
+        timeout=Timeout(connect=min(timeout, 3.0), read=timeout),
+        retries=Retry(total=retries, connect=retries, read=retries, status=retries, backoff_factor=0.5,
+                      status_forcelist=(502, 503, 504), allowed_methods=frozenset({"GET"}), raise_on_status=False))
+
+
 class SlurmError(RuntimeError):
     """Slurm could not be asked, or did not answer: its state is unknown."""
 
@@ -56,13 +69,8 @@ class _NodeList:
 class SlurmRestClient:
     def __init__(self, base_url: str, token: Callable[[], str], timeout: float = 10.0, retries: int = 2):
         self.base_url = base_url.rstrip("/")
-        self._token = token
-        # Idempotent reads only are retried, with backoff, on connection errors and gateway answers.
-        self._pool = urllib3.PoolManager(
-            timeout=Timeout(connect=min(timeout, 3.0), read=timeout),
-            retries=Retry(total=retries, connect=retries, read=retries, status=retries, backoff_factor=0.5,
-                          status_forcelist=(502, 503, 504), allowed_methods=frozenset({"GET"}),
-                          raise_on_status=False))
+        self.token = token
+        self._pool = read_pool(timeout, retries)
         self.calls = 0
         self.bytes_received = 0
         # Reconcile passes and metrics scrapes share a client: the kept list is swapped whole.
@@ -76,7 +84,7 @@ class SlurmRestClient:
         try:
             reply = self._pool.request(method, self.base_url + API + path, fields=fields,
                                        body=json.dumps(body).encode() if body is not None else None,
-                                       headers={"X-SLURM-USER-TOKEN": self._token(),
+                                       headers={TOKEN_HEADER: self.token(),
                                                 **({"Content-Type": "application/json"} if body is not None else {})})
         except urllib3.exceptions.HTTPError as exc:
             raise SlurmUnreachable(f"slurmrestd at {self.base_url}: {exc}") from None
@@ -124,13 +132,6 @@ class SlurmRestClient:
             return JobsResponse.model_validate(body).jobs
         except ValidationError as exc:
             raise SlurmApiError(f"GET /jobs: unexpected answer: {exc.errors()[0]['msg']}") from None
-
-    def statistics(self) -> dict:
-        """slurmctld's scheduler statistics (what sdiag shows)."""
-        stats = (self._call("GET", "/diag") or {}).get("statistics")
-        if not isinstance(stats, dict):
-            raise SlurmApiError("GET /diag: no statistics in the answer")
-        return stats
 
     def cancel_job(self, job_id: int) -> None:
         """As scancel does: the whole job, every step, SIGKILL after the steps' KillWait."""

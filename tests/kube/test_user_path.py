@@ -529,10 +529,12 @@ def _operator_worked_in_cluster(kubectl, namespace: str, service_account_token) 
     reader = f"soperator-slurm-operator-{namespace}-metrics-reader"
     status, metrics = scrape(port, service_account_token(namespace, "prometheus", reader), host=address)
     assert status == 200 and f'soperator_reconcile_total{{cluster="{NAME}",namespace="{namespace}"}}' in metrics, status
-    # Slurm's state, read by the in-cluster operator through slurmrestd: the two idle workers left.
+    # Slurm's state, read by the in-cluster operator through slurmrestd (by node set) and from
+    # slurmctld's own metrics on its port (Slurm's series): the two idle workers left.
     who = f'cluster="{NAME}",namespace="{namespace}"'
     assert f"slurm_up{{{who}}} 1.0" in metrics
-    assert f'slurm_nodes{{{who},node_set="worker",state="idle"}} 2.0' in metrics, metrics
+    assert f'soperator_node_set_nodes{{{who},node_set="worker",state="idle"}} 2.0' in metrics, metrics
+    assert f"slurm_nodes_idle{{{who}}} 2.0" in metrics, metrics
     assert scrape(port, service_account_token(namespace, "nobody"), host=address)[0] == 403
     logs = kubectl("-n", namespace, "logs", "deployment/soperator-slurm-operator").stdout
     for bad in (" ERROR ", "Traceback", "Forbidden"):

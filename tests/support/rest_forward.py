@@ -1,5 +1,6 @@
-"""A TCP port on loopback that relays to slurmrestd's unix socket inside a test's Slurm sandbox: the
-operator's client speaks HTTP over TCP, as it does to the in-cluster Service."""
+"""A TCP port on loopback that relays to a unix socket of a test's Slurm sandbox (slurmrestd's, or the
+relay to slurmctld's own HTTP server): the operator's clients speak HTTP over TCP, as they do in a
+cluster."""
 from __future__ import annotations
 
 import selectors

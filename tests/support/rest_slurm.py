@@ -25,12 +25,19 @@ REGISTERED = f"{NAME}-cpu-1"
 
 
 class RestSlurm:
-    def __init__(self, box: SlurmSandbox, forwarder: RestForwarder, key: bytes, cluster):
-        self.box, self.forwarder, self.key, self.cluster = box, forwarder, key, cluster
+    def __init__(self, box: SlurmSandbox, forwarders: tuple[RestForwarder, RestForwarder], key: bytes, cluster):
+        self.box, self.key, self.cluster = box, key, cluster
+        self.forwarder, self.ctld_forwarder = forwarders
 
     @property
     def url(self) -> str:
+        """slurmrestd's."""
         return self.forwarder.url
+
+    @property
+    def metrics_url(self) -> str:
+        """slurmctld's own HTTP server's."""
+        return self.ctld_forwarder.url
 
     def start_rest(self) -> None:
         """slurmrestd again, as the sandbox starts it (after a test stopped it)."""
@@ -61,12 +68,12 @@ def rest_slurm(tmp_path_factory):
     box = SlurmSandbox(work, slurm_files(cluster), controller_host(cluster), generate_munge_key(),
                        names=[REGISTERED], slurmd=REGISTERED, node_conf=worker_node_conf(cluster.spec.node_sets[0]),
                        jwt_key=key, rest=True, jail=make_thin_jail(work / "jail"))
-    forwarder = None
+    forwarders = []
     try:
         assert box.status["ready"], (box.status, box.log("slurmctld.log"), box.log("slurmrestd.log"))
-        forwarder = RestForwarder(str(SlurmSandbox.rest_socket(work)))
-        yield RestSlurm(box, forwarder, key, cluster)
+        forwarders = [RestForwarder(str(SlurmSandbox.rest_socket(work))), RestForwarder(str(SlurmSandbox.ctld_socket(work)))]
+        yield RestSlurm(box, tuple(forwarders), key, cluster)
     finally:
-        if forwarder:
+        for forwarder in forwarders:
             forwarder.close()
         box.close()

@@ -62,7 +62,7 @@ class SlurmSandbox:
             # slurmrestd (nobody) makes its socket here; the host reaches it through RestForwarder.
             (work / "rest").mkdir(exist_ok=True)
             os.chmod(work / "rest", 0o777)
-            sockets = {"rest_socket": str(self.rest_socket(work))}
+            sockets = {"rest_socket": str(self.rest_socket(work)), "ctld_socket": str(self.ctld_socket(work))}
         spec = {**sockets, "jwt_key": str(work / "jwt.key.src"), "hostname": hostname, "names": [hostname, *names], "config_dir": str(config),
                 "munge_key": str(key), "slurmd": slurmd, "jail": str(jail) if jail else None,
                 "prepare_jail": prepare_jail, "jail_mount": PATHS.jail, "slurmd_log": PATHS.slurmd_log,
@@ -85,6 +85,11 @@ class SlurmSandbox:
     @staticmethod
     def rest_socket(work: Path) -> Path:
         return work / "rest" / "slurmrestd.sock"
+
+    @staticmethod
+    def ctld_socket(work: Path) -> Path:
+        """Relayed to slurmctld's own HTTP server (metrics, probes) inside the sandbox."""
+        return work / "rest" / "slurmctld.sock"
 
     def _reply(self, timeout: float) -> dict:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)

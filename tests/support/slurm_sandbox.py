@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 from soperator_node.database import ensure_account, prepare_datadir, server_argv
@@ -124,6 +126,8 @@ def boot(work: str, spec: dict) -> tuple[dict, list[subprocess.Popen]]:
         procs.append(rest)
         if not wait(rest, lambda: os.path.exists(spec["rest_socket"]), 30):
             return {"ready": False, "failed": "slurmrestd", "exit_code": rest.poll()}, procs
+    if spec.get("ctld_socket"):
+        relay_to_port(spec["ctld_socket"], 6817)
     node = spec.get("slurmd")
     if node:
         if spec.get("prepare_jail"):
@@ -135,6 +139,34 @@ def boot(work: str, spec: dict) -> tuple[dict, list[subprocess.Popen]]:
         if not wait(slurmd, lambda: output("sinfo", "-h", "-n", node, "-o", "%t").strip() == "idle", 30):
             return {"ready": False, "failed": "slurmd", "exit_code": slurmd.poll()}, procs
     return {"ready": True}, procs
+
+
+def relay_to_port(path: str, port: int) -> None:
+    """A unix socket at `path` (where the host reaches it) relaying each connection to loopback:`port`
+    of this private network namespace, e.g. slurmctld's own HTTP server (metrics)."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(16)
+
+    def copy(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the other side went away: the connection is over
+
+    def accept() -> None:
+        while True:
+            client, _ = server.accept()
+            try:
+                upstream = socket.create_connection(("127.0.0.1", port))
+            except OSError:
+                client.close()  # nothing listening there: the caller sees the connection close
+                continue
+            threading.Thread(target=copy, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=copy, args=(upstream, client), daemon=True).start()
+    threading.Thread(target=accept, daemon=True).start()
 
 
 def start_accounting(work: str, accounting: dict, procs: list) -> str | None:
