@@ -63,7 +63,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         keys = KeyMaterial(munge_key=munge, ssh_host_keys=host, jwt_key=jwt_key, db_password=db_password)
         print("warning: the output holds private keys (munge key, ssh host keys): keep it like them",
               file=sys.stderr)
-    objects = [obj for cluster in clusters for obj in render_all(cluster, keys)]
+    objects = [obj for cluster in clusters for obj in render_all(cluster, keys, args.operator_namespace)]
     for cluster in clusters:
         if slurmdbd_left_out(cluster, keys):
             print(f"note: {cluster.namespace}/{cluster.name}: slurmdbd's StatefulSet is left out: it names its config "
@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also print the key Secrets (private keys!); the default leaves them out")
     render.add_argument("--keys-dir", help="with --with-secrets: keys read from here, created on first use")
     render.add_argument("--no-secrets", action="store_true", help="the default; kept for old scripts")
+    render.add_argument("--operator-namespace", help="where the operator runs: the controller's ingress policy lets "
+                        "slurmrestd be reached from there only (default: the operator's pods in any namespace)")
     render.set_defaults(func=cmd_render)
     validate = sub.add_parser("validate", help="check a SlurmCluster; errors name the field")
     validate.add_argument("-f", "--file", required=True)

@@ -23,6 +23,9 @@ from soperator.reconcile import reconcile
 from soperator.slurm.cluster_client import SlurmClients
 
 RESYNC_SECONDS = float(os.environ.get("SOPERATOR_RESYNC_SECONDS", "60"))
+# Where the operator runs (the chart sets it from the pod's namespace): only its pods may reach the
+# clusters' slurmrestd (render/network_policy.controller_ingress_policy).
+OPERATOR_NAMESPACE = os.environ.get("SOPERATOR_NAMESPACE") or None
 
 
 class ClusterLocks:
@@ -74,7 +77,7 @@ def _reconcile(memo: kopf.Memo, namespace: str, name: str) -> None:
         body = kube.get(f"{GROUP}/{VERSION}", "SlurmCluster", namespace, name)
         if body is None or body["metadata"].get("deletionTimestamp"):
             return  # deleted meanwhile: owner references take the children
-        result = reconcile(kube, body, memo.slurm.connect)
+        result = reconcile(kube, body, memo.slurm.connect, OPERATOR_NAMESPACE)
     if result.slurm is not None:
         server.SLURM.track(result.slurm)  # scrapes read its Slurm from now on
 

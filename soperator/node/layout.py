@@ -39,6 +39,9 @@ OPERATOR = "soperator"
 NODE_SET_LABEL = "slurm.soperator.dev/node-set"
 # Set by Kubernetes, read by reconcile: a StatefulSet pod's template revision, a Job pod's Job.
 REVISION_LABEL = "controller-revision-hash"
+# On the operator's pods (the slurm-operator chart sets it): the only pods a cluster's controller
+# ingress policy lets reach slurmrestd.
+REST_CLIENT_LABEL = "slurm.soperator.dev/slurm-rest-client"
 JOB_NAME_LABEL = "job-name"
 
 # Annotations reconcile reads back from what render wrote.
@@ -67,6 +70,7 @@ class NAMES:
     login_headless = "login-headless"
     database_ingress = "database-ingress"
     node_egress = "node-egress"
+    controller_ingress = "controller-ingress"
     jail = "jail"  # the jail's PVC, unless the spec names one
 
 

@@ -84,7 +84,8 @@ def _endpoint(snap: Snapshot) -> str | None:
     return f"{name}.{snap.cluster.namespace}.svc:{PORTS.ssh}"
 
 
-def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = connect_in_cluster) -> Result:
+def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = connect_in_cluster,
+             operator_namespace: str | None = None) -> Result:
     """Observe (one snapshot), then the gates in order, then plan the node sets and act on the plan."""
     snap = observe.take(kube, cluster, body)
     conds = [Cond("SpecValid", True, "Valid", "spec accepted")]
@@ -106,7 +107,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     plan = plan_node_sets(snap)
     scaled, waited = act_on_plans(cluster, seen, plan.scale)
     maintenance = act_on_maintenance(cluster, seen, plan.holds)
-    for obj in slurm_nodes(cluster, plan.replicas()):
+    for obj in slurm_nodes(cluster, plan.replicas(), operator_namespace):
         ensure(kube, snap, obj)
     remove_node_sets(kube, cluster, plan)
     updated = act_on_rollouts(kube, cluster, seen, plan.rollouts)
@@ -149,13 +150,14 @@ def _status(body: dict, result: Result) -> dict:
     return status
 
 
-def reconcile(kube: Kube, body: dict, connect: Connect = connect_in_cluster) -> Result:
+def reconcile(kube: Kube, body: dict, connect: Connect = connect_in_cluster, operator_namespace: str | None = None) -> Result:
+    """`operator_namespace`: where the operator runs (render.slurm_nodes)."""
     try:
         cluster = parse_cluster(body)
     except SpecError as exc:
         result = Result("Error", [Cond("SpecValid", False, "InvalidSpec", str(exc))])
     else:
-        result = converge(kube, cluster, body, connect)
+        result = converge(kube, cluster, body, connect, operator_namespace)
     old = body.get("status") or {}
     for cond in conditions.transitions(old.get("conditions"), result.conditions):
         if cond.ok is not None:

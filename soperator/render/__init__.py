@@ -15,7 +15,7 @@ from soperator.render.configs import slurm_configs_config_map, sshd_config_map
 from soperator.render.disruption import disruption_budgets
 from soperator.render.controller import controller_service, controller_stateful_set, rest_service
 from soperator.render.login import login_headless_service, login_ssh_service, login_stateful_set
-from soperator.render.network_policy import node_egress_policy
+from soperator.render.network_policy import controller_ingress_policy, node_egress_policy
 from soperator.render.populate_jail import populate_jail_job
 from soperator.render.secrets import db_password_secret, jwt_key_secret, munge_key_secret, ssh_host_keys_secret
 from soperator.render.worker import worker_service, worker_stateful_sets
@@ -64,13 +64,15 @@ def config_maps(cluster: SlurmCluster, accounting_live: bool = True) -> list[Obj
     return [slurm_configs_config_map(cluster, accounting_live), sshd_config_map(cluster)]
 
 
-def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int]) -> list[Obj]:
+def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int], operator_namespace: str | None = None) -> list[Obj]:
     """`replicas`: every node set's count, as planned (a scale-in holds a StatefulSet above its spec's
     count while its leaving nodes drain: soperator/reconcile/scale_in.py); `spec_replicas` for a render
-    that plans nothing."""
-    # The egress policy first: no login or worker pod ever runs without it.
+    that plans nothing. `operator_namespace`: where the operator runs, the only place slurmrestd is
+    reached from (None: its pods by label, in any namespace)."""
+    # The policies first: no login or worker pod ever runs without its egress policy, no controller
+    # without its ingress one.
     return [
-        node_egress_policy(cluster),
+        node_egress_policy(cluster), controller_ingress_policy(cluster, operator_namespace),
         controller_service(cluster), rest_service(cluster), controller_stateful_set(cluster),
         worker_service(cluster), *worker_stateful_sets(cluster, replicas),
         login_headless_service(cluster), login_ssh_service(cluster), login_stateful_set(cluster),
@@ -83,8 +85,8 @@ def spec_replicas(cluster: SlurmCluster) -> dict[str, int]:
     return {n.name: n.replicas for n in cluster.spec.node_sets}
 
 
-def render_all(cluster: SlurmCluster, keys: KeyMaterial | None) -> list[Obj]:
+def render_all(cluster: SlurmCluster, keys: KeyMaterial | None, operator_namespace: str | None = None) -> list[Obj]:
     """Every object of the cluster; without keys, the generated Secrets are left out."""
     head = secrets(cluster, keys) if keys is not None else []
     return (head + accounting(cluster, keys) + config_maps(cluster, accounting_live=True) + [populate_jail_job(cluster)]
-            + slurm_nodes(cluster, spec_replicas(cluster)))
+            + slurm_nodes(cluster, spec_replicas(cluster), operator_namespace))

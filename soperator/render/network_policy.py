@@ -1,5 +1,5 @@
 """What a login shell or a job step may reach over the network: one NetworkPolicy for the egress of
-the cluster's login and worker pods.
+the cluster's login and worker pods; and who may reach the controller: one for its ingress.
 
 Allowed: the pods of the cluster's own namespace (Slurm's own traffic, srun's ports), port 53 of the
 cluster's DNS only (`networkPolicy.dns`: its pods, and addresses such as a node-local cache's), and
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import ClusterDns
-from soperator.node.layout import COMPONENT_LABEL, LOGIN, NAMES, NETWORK_POLICY, WORKER
+from soperator.node.layout import (COMPONENT_LABEL, CONTROLLER, LOGIN, NAMES, NETWORK_POLICY, PORTS, REST_CLIENT_LABEL,
+                                   WORKER)
 from soperator.render.common import Obj, metadata, object_name, selector_labels
 
 DNS_PORTS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
@@ -44,3 +45,28 @@ def node_egress_policy(cluster: SlurmCluster) -> Obj:
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
             "metadata": metadata(cluster, node_egress_policy_name(cluster), NETWORK_POLICY),
             "spec": {"podSelector": selector, "policyTypes": ["Egress"], "egress": egress}}
+
+
+def controller_ingress_policy_name(cluster: SlurmCluster) -> str:
+    return object_name(cluster, NAMES.controller_ingress)
+
+
+def rest_clients(operator_namespace: str | None) -> dict:
+    """The operator's pods: by their label, in the operator's namespace when it is known (the chart
+    tells the operator), else in any namespace."""
+    namespaces = {"matchLabels": {"kubernetes.io/metadata.name": operator_namespace}} if operator_namespace else {}
+    return {"namespaceSelector": namespaces, "podSelector": {"matchLabels": {REST_CLIENT_LABEL: "true"}}}
+
+
+def controller_ingress_policy(cluster: SlurmCluster, operator_namespace: str | None) -> Obj:
+    """slurmctld's port stays open to every pod (workers, login nodes, slurmdbd, the populate Job's steps
+    and the operator's metrics scrapes; munge authenticates RPCs, a token the HTTP server); slurmrestd's
+    only to the operator, so a job step or a login shell cannot even try a token there. Turned off
+    with the egress policy, it allows all instead of disappearing (the operator never deletes)."""
+    tcp = lambda port: [{"protocol": "TCP", "port": port}]  # noqa: E731
+    ingress = ([{"ports": tcp(PORTS.slurmctld)}, {"from": [rest_clients(operator_namespace)], "ports": tcp(PORTS.slurmrestd)}]
+               if cluster.spec.network_policy.enabled else [{}])
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": metadata(cluster, controller_ingress_policy_name(cluster), NETWORK_POLICY),
+            "spec": {"podSelector": {"matchLabels": selector_labels(cluster, CONTROLLER)},
+                     "policyTypes": ["Ingress"], "ingress": ingress}}

@@ -12,6 +12,7 @@ import yaml
 from soperator.api import parse_cluster
 from soperator.api.crd import crd_yaml, values_schema_json
 from soperator.api.paths import host_path_values_schema
+from soperator.node.layout import REST_CLIENT_LABEL
 from soperator.render.seccomp_profile import profile_file_name, profile_json
 from tests.support_paths import ROOT
 from tests.unit.test_crd import _as_json_schema, _schema
@@ -148,8 +149,16 @@ def test_admission_policy_binds_the_watched_namespaces_and_can_be_left_out(tools
     assert binding["spec"]["validationActions"] == ["Deny"]
     kinds = {d["kind"] for d in render(tools, "slurm-operator", "--set", "admissionPolicy.enabled=false")}
     assert not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
-    env = {e["name"]: e["value"] for e in docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SOPERATOR_SECRET_LABEL"] == "slurm.soperator.dev/usable-by-clusters=true"
+
+
+def test_the_operators_pods_are_the_rest_clients_the_controllers_admit(tools):
+    """The label the controller ingress policy admits to slurmrestd, and the namespace it names."""
+    template = [d for d in render(tools, "slurm-operator") if d["kind"] == "Deployment"][0]["spec"]["template"]
+    assert template["metadata"]["labels"][REST_CLIENT_LABEL] == "true"
+    env = {e["name"]: e for e in template["spec"]["containers"][0]["env"]}
+    assert env["SOPERATOR_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
 
 
 def test_seccomp_profiles_daemon_set_installs_the_shipped_profile_under_the_kubelet_root(tools):

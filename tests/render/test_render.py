@@ -37,7 +37,8 @@ def test_every_object_is_labelled_namespaced_and_owned(keys):
     cluster = make_cluster(uid=UID)
     objects = render_all(cluster, keys)
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == ["ConfigMap", "ConfigMap", "Job", "NetworkPolicy", "PodDisruptionBudget", "PodDisruptionBudget",
+    assert kinds == ["ConfigMap", "ConfigMap", "Job", "NetworkPolicy", "NetworkPolicy", "PodDisruptionBudget",
+                     "PodDisruptionBudget",
                      "Secret", "Secret", "Secret", "Service", "Service", "Service", "Service", "Service",
                      "StatefulSet", "StatefulSet", "StatefulSet"]
     for obj in objects:
@@ -324,6 +325,29 @@ def test_login_and_worker_egress_is_kept_off_the_clusters_private_ranges():
     assert v6["ipBlock"]["except"] == ["fc00::/7", "fe80::/10"]
     off = make_cluster(networkPolicy={"enabled": False})
     assert _by_kind_name(render_all(off, None))[("NetworkPolicy", "demo-node-egress")]["spec"]["egress"] == [{}]
+
+
+def test_slurmrestd_is_reached_from_the_operator_only_and_slurmctld_from_every_pod():
+    """The controller's ingress policy: slurmctld's port open (Slurm's own traffic, the metrics the
+    operator scrapes), slurmrestd's to the operator's pods, in its namespace once the operator knows it."""
+    policy = _by_kind_name(render_all(make_cluster(), None, "soperator-system"))[
+        ("NetworkPolicy", "demo-controller-ingress")]["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
+    assert policy["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "demo"
+    everyone, operator = policy["ingress"]
+    assert everyone == {"ports": [{"protocol": "TCP", "port": 6817}]}
+    assert operator == {"ports": [{"protocol": "TCP", "port": 6820}], "from": [{
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "soperator-system"}},
+        "podSelector": {"matchLabels": {"slurm.soperator.dev/slurm-rest-client": "true"}}}]}
+    # Not told where the operator runs (a render for another cluster): its pods by label, anywhere.
+    anywhere = _by_kind_name(render_all(make_cluster(), None))[("NetworkPolicy", "demo-controller-ingress")]
+    assert anywhere["spec"]["ingress"][1]["from"][0]["namespaceSelector"] == {}
+    # The slurmrestd Service's port is the one the policy opens to the operator.
+    rest = _by_kind_name(render_all(make_cluster(), None))[("Service", "demo-rest")]["spec"]["ports"][0]
+    assert rest["targetPort"] == operator["ports"][0]["port"]
+    off = make_cluster(networkPolicy={"enabled": False})
+    assert _by_kind_name(render_all(off, None))[("NetworkPolicy", "demo-controller-ingress")]["spec"]["ingress"] == [{}]
 
 
 def test_login_and_controller_have_default_ceilings_and_sessions_a_process_limit():
