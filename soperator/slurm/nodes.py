@@ -31,11 +31,6 @@ class SlurmNode(_Wire):
     reason: str = ""
     reason_changed_at: int | None = Field(default=None, description="when the reason was set (UNIX time)")
     features: list[str] = Field(default_factory=list)
-    partitions: list[str] = Field(default_factory=list)
-    cpus: int = 0
-    alloc_cpus: int = 0
-    gres: str = Field(default="", description="e.g. gpu:h100:8(S:0-1),shard:8")
-    gres_used: str = Field(default="", description="e.g. gpu:h100:2(IDX:0-1),shard:0")
 
     _reason_time = field_validator("reason_changed_at", mode="before")(lambda cls, v: _timestamp(v))
 
@@ -68,7 +63,6 @@ class _JobResources(_Wire):
 class SlurmJob(_Wire):
     job_id: int
     job_state: list[str] = Field(default_factory=list)
-    partition: str = ""
     job_resources: _JobResources | None = None
 
     @property
