@@ -24,19 +24,22 @@ from typing import Callable
 
 from images import vendor
 from images.podman import CACHE, PodmanError, podman, podman_streamed
-from soperator import __version__
+from soperator.api import releases
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# Debian forky (testing) for everything that carries Slurm: it serves Slurm 26.05, trixie only 24.11.
-# Measured: forky's Slurm on a trixie base with pinning installs 155 packages from forky (libc6,
-# systemd and openssl among them), a mix nobody tests; a whole forky root is one suite's set.
-SUITE = "forky"
+# The Debian suite of the images that carry each Slurm release (soperator.api.releases), and its apt
+# sources under images/common/. Debian forky (testing) serves Slurm 26.05, trixie 24.11. Measured:
+# forky's Slurm on a trixie base with pinning installs 155 packages from forky (libc6, systemd and
+# openssl among them), a mix nobody tests; a whole forky root is one suite's set. 24.11's images are
+# the release clusters upgrade from (`--slurm 24.11`).
+SUITES = {"26.05": ("forky", "debian.sources"), "24.11": ("trixie", "debian-trixie.sources")}
+SUITE = SUITES[releases.DEFAULT][0]
 # The operator carries no Slurm: it stays on stable trixie (Python 3.13, the wheels' target).
 OPERATOR_SUITE = "trixie"
-# The Slurm release every image must get. forky moves: a build that gets another release fails
-# (check_slurm_release), and each build's exact versions are recorded (record_packages).
-SLURM_RELEASE = "26.05"
+# The Slurm release every image must get by default. forky moves: a build that gets another release
+# fails (check_slurm_release), and each build's exact versions are recorded (record_packages).
+SLURM_RELEASE = releases.DEFAULT
 
 
 def base_ref(suite: str) -> str:
@@ -45,8 +48,6 @@ def base_ref(suite: str) -> str:
 
 # Containerfiles say `FROM BASE_IMAGE`. Renamed when what goes into the base changes, so that a
 # machine with an older cached base builds the new one.
-BASE = base_ref(SUITE)
-OPERATOR_BASE = base_ref(OPERATOR_SUITE)
 # image name -> (directory under images/, images it is built FROM or copies from); parents come first.
 IMAGES = {"node": ("common", ()), "controller": ("controller", ("node",)), "worker": ("worker", ("node",)),
           "login": ("login", ("node",)), "jail": ("jail", ("node",)),
@@ -60,8 +61,12 @@ DEBOOTSTRAP_SCRIPTS = "/usr/share/debootstrap/scripts"
 PACKAGES = CACHE / "images" / "packages"
 
 
-def image_ref(name: str) -> str:
-    return f"localhost/soperator/{name}:{__version__}"
+def image_ref(name: str, release: str = SLURM_RELEASE) -> str:
+    return f"localhost/soperator/{name}:{releases.image_tag(release)}"
+
+
+def _record(name: str, release: str) -> Path:
+    return PACKAGES / (f"{name}.txt" if release == SLURM_RELEASE else f"{name}-slurm{release}.txt")
 
 
 # Where a person waiting on a build is told how far it is: a callback given one line at a time.
@@ -112,16 +117,17 @@ def ensure_base(suite: str = SUITE, progress: Progress | None = None) -> str:
     return ref
 
 
-def _context(directory: str, sources: dict[str, vendor.Source]) -> Path:
+def _context(directory: str, sources: dict[str, vendor.Source], release: str = SLURM_RELEASE) -> Path:
     ctx = Path(tempfile.mkdtemp(prefix="soperator-image-"))
     for item in (HERE / directory).iterdir():
         shutil.copy(item, ctx / item.name)
-    base = OPERATOR_BASE if directory == "operator" else BASE
-    text = (ctx / "Containerfile").read_text().replace("VERSION", __version__).replace("BASE_IMAGE", base)
-    (ctx / "Containerfile").write_text(text)
+    suite, apt_sources = SUITES[release]
+    base = base_ref(OPERATOR_SUITE if directory == "operator" else suite)
+    text = (ctx / "Containerfile").read_text().replace("VERSION", releases.image_tag(release))
+    (ctx / "Containerfile").write_text(text.replace("BASE_IMAGE", base))
     if directory != "operator":  # the operator's directory has its own (trixie)
-        for name in ("debian.sources", "apt-preferences"):
-            shutil.copy(HERE / "common" / name, ctx / name)
+        shutil.copy(HERE / "common" / apt_sources, ctx / "debian.sources")
+        shutil.copy(HERE / "common" / "apt-preferences", ctx / "apt-preferences")
     no_cache = shutil.ignore_patterns("__pycache__", "*.pyc")
     if directory == "operator":
         # The package source, for the digest; wheels are made from it only when a build is needed.
@@ -174,10 +180,11 @@ def _label(ref: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
-def record_packages(name: str, digest: str) -> Path:
-    """PACKAGES/<name>.txt: a header naming the image and its inputs, then `package=version` lines,
-    sorted. Written once per build (a cached image keeps its record)."""
-    ref, path = image_ref(name), PACKAGES / f"{name}.txt"
+def record_packages(name: str, digest: str, release: str = SLURM_RELEASE) -> Path:
+    """PACKAGES/<name>.txt (<name>-slurm<release>.txt for another release): a header naming the image
+    and its inputs, then `package=version` lines, sorted. Written once per build (a cached image keeps
+    its record)."""
+    ref, path = image_ref(name, release), _record(name, release)
     header = f"# {ref} inputs={digest}\n"
     if path.exists() and path.read_text().startswith(header):
         return path
@@ -192,13 +199,13 @@ def record_packages(name: str, digest: str) -> Path:
     return path
 
 
-def check_slurm_release(record: Path) -> None:
-    """Fail when an image's Slurm is not SLURM_RELEASE (forky moved on to another release)."""
+def check_slurm_release(record: Path, release: str = SLURM_RELEASE) -> None:
+    """Fail when an image's Slurm is not `release` (forky moved on to another release)."""
     for line in record.read_text().splitlines():
         package, _, version = line.partition("=")
-        if package in ("slurm-client", "slurmd", "libslurm-dev") and not version.startswith(SLURM_RELEASE + "."):
-            raise PodmanError(f"{record.name}: {package} {version} is not Slurm {SLURM_RELEASE}: the suite moved on; "
-                              f"see images/build.py SLURM_RELEASE")
+        if package in ("slurm-client", "slurmd", "libslurm-dev") and not version.startswith(release + "."):
+            raise PodmanError(f"{record.name}: {package} {version} is not Slurm {release}: the suite moved on; "
+                              f"see images/build.py SUITES")
 
 
 def _build(ctx: Path, ref: str, digest: str, say: Progress | None) -> None:
@@ -209,9 +216,13 @@ def _build(ctx: Path, ref: str, digest: str, say: Progress | None) -> None:
     podman_streamed(*argv, on_line=lambda line: (note := step_note(line)) and say(note))
 
 
-def _wanted(only: list[str] | None) -> list[str]:
+def _wanted(only: list[str] | None, release: str = SLURM_RELEASE) -> list[str]:
+    """Parents first. Another release than the default has no operator image: the operator carries no
+    Slurm, one serves every release."""
+    if release != SLURM_RELEASE and "operator" in (only or ()):
+        raise PodmanError(f"the operator image carries no Slurm: build it without --slurm {release}")
     if not only:
-        return list(IMAGES)
+        return [name for name in IMAGES if release == SLURM_RELEASE or name != "operator"]
     unknown = sorted(set(only) - set(IMAGES))
     if unknown:
         raise PodmanError(f"unknown image(s) {', '.join(unknown)}; known: {', '.join(IMAGES)}")
@@ -225,22 +236,26 @@ def _wanted(only: list[str] | None) -> list[str]:
 
 
 def build_all(force: bool = False, only: list[str] | None = None,
-              sources: dict[str, vendor.Source] | None = None, progress: Progress | None = None) -> dict[str, float]:
-    """Build the images (all, or `only` these and their parents); returns seconds per image built.
-    `sources` replaces vendored archives by upstream's (images.vendor); `progress` is told which image
-    is building and its steps as they start."""
-    names = _wanted(only)
+              sources: dict[str, vendor.Source] | None = None, progress: Progress | None = None,
+              release: str = SLURM_RELEASE) -> dict[str, float]:
+    """Build the images (all, or `only` these and their parents) for Slurm `release`; returns seconds
+    per image built. `sources` replaces vendored archives by upstream's (images.vendor); `progress` is
+    told which image is building and its steps as they start."""
+    if release not in SUITES:
+        raise PodmanError(f"no images for Slurm {release}; known: {', '.join(SUITES)}")
+    names = _wanted(only, release)
     timings, digests = {}, {}
     for number, name in enumerate(names, 1):
         say = _teller(progress, f"image {number}/{len(names)} {name}")
         directory, parents = IMAGES[name]
-        ctx = _context(directory, sources or {})
+        ctx = _context(directory, sources or {}, release)
         try:
             # An image's digest covers its parents' so a change below rebuilds everything above.
-            base = ensure_base(OPERATOR_SUITE if directory == "operator" else SUITE, progress) if not parents else ""
+            suite = OPERATOR_SUITE if directory == "operator" else SUITES[release][0]
+            base = ensure_base(suite, progress) if not parents else ""
             digest = _digest(ctx, base + "".join(digests[p] for p in parents))
             digests[name] = digest
-            ref = image_ref(name)
+            ref = image_ref(name, release)
             if force or _label(ref) != digest:
                 say("building (its inputs changed)")
                 started = time.monotonic()
@@ -253,7 +268,7 @@ def build_all(force: bool = False, only: list[str] | None = None,
                 say(f"built in {timings[name]:.0f} s")
             else:
                 say("up to date")
-            check_slurm_release(record_packages(name, digest))
+            check_slurm_release(record_packages(name, digest, release), release)
         finally:
             shutil.rmtree(ctx, ignore_errors=True)
     return timings
@@ -267,10 +282,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", action="append", default=[], metavar="NAME=URL@SHA256",
                         help="take an upstream archive by URL and checksum instead of the vendored one: "
                              f"{', '.join(vendor.SOURCES)}")
+    parser.add_argument("--slurm", default=SLURM_RELEASE, choices=sorted(SUITES),
+                        help=f"the Slurm release the images carry (default {SLURM_RELEASE}); another is tagged "
+                             "<version>-slurm<release>")
     args = parser.parse_args(argv)
     try:
         sources = {s.name: s for s in map(vendor.from_upstream, args.source)}
-        timings = build_all(args.force, args.only, sources, progress=lambda note: print(note, flush=True))
+        timings = build_all(args.force, args.only, sources, progress=lambda note: print(note, flush=True),
+                            release=args.slurm)
     except (PodmanError, subprocess.CalledProcessError) as exc:
         print(f"error: image build failed: {exc}", file=sys.stderr)
         return 1

@@ -7,8 +7,10 @@
  * exits there unless its step really entered the jail (or is a step that stays on the host).
  * The refusal is ESPANK_JOB_FAILURE: any other error fails a batch job as "batch job complete
  * failure", which drains the worker and requeues the job (slurmctld's proc_req.c), so one user's
- * missing jail would take the node from everyone. */
+ * missing jail would take the node from everyone. 24.11 (the release clusters upgrade from) has no
+ * ESPANK_JOB_FAILURE: there the task-level exit is what refuses. */
 #include <slurm/slurm_errno.h>
+#include <slurm/slurm_version.h>
 #include <slurm/spank.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +20,12 @@
 #include "user_dirs.h"
 
 SPANK_PLUGIN(soperator_chroot, 1);
+
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(25, 5, 0)
+#define REFUSE_STEP ESPANK_JOB_FAILURE
+#else
+#define REFUSE_STEP ESPANK_ERROR
+#endif
 
 /* Exit status of a task refused because the jail could not be entered ("cannot execute"). */
 #define REFUSED_EXIT 126
@@ -80,7 +88,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     if (step_state == REFUSED) {
         slurm_error("soperator_chroot: %s: %s; refusing to run the step%s", refused_for, refusal,
                     entered_jail ? "" : " (neither on the host nor in a jail entered only in part)");
-        return ESPANK_JOB_FAILURE;
+        return REFUSE_STEP;
     }
     slurm_verbose("soperator_chroot: step %u entered jail %s", step_id, av[0]);
     return ESPANK_SUCCESS;

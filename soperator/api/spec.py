@@ -5,9 +5,9 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from soperator import __version__
 from soperator.api.common import (ApiModel, AtField, ComponentBase, ResourceMap, ResourceRequirements, cel,
                                   refuse_duplicates, unique_rule)
+from soperator.api import releases
 from soperator.api.containers import Pyxis
 from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, AnnotationMap, Cidr, DnsLabel, ImageRef, LabelMap,
                                   PositiveQuantity, Registry, SecretName, SshPublicKey, quantity_value)
@@ -18,7 +18,8 @@ from soperator.node.layout import CONTROLLER, DATABASE, LOGIN, POPULATE_JAIL, PO
 
 
 class Images(ApiModel):
-    """Each image is `<registry>/<component>:<version>` unless given in full (a digest pins it).
+    """Each image is `<registry>/<component>:<version>` unless given in full (a digest pins it); for a
+    Slurm release other than the operator's default, `<version>-slurm<release>`.
     The default registry, localhost/soperator, names the images `python -m images.build` makes; a
     cluster pulls from the registry its admin sets, never from a public namespace by guess."""
 
@@ -33,9 +34,10 @@ class Images(ApiModel):
         default_factory=list, max_length=16,
         description="Secrets (kubernetes.io/dockerconfigjson) every pod of the cluster pulls its image with")
 
-    def ref(self, component: str) -> str:
+    def ref(self, component: str, release: str = releases.DEFAULT) -> str:
+        """An image given in full must carry the release spec.slurmVersion names."""
         given = getattr(self, component.replace("-", "_"))
-        return given or f"{self.registry}/{component}:{__version__}"
+        return given or f"{self.registry}/{component}:{releases.image_tag(release)}"
 
 
 class SpoolVolume(ApiModel):
@@ -362,6 +364,11 @@ class SlurmClusterSpec(ApiModel):
         json_schema_extra=cel(("self.filter(p, has(p.default) && p.default).size() <= 1",
                                "only one partition may be the default"),
                               unique_rule("name", "duplicate partition name")))
+    slurm_version: Literal[releases.SUPPORTED] = Field(  # type: ignore[valid-type]
+        default=releases.DEFAULT,
+        description="the Slurm release every daemon runs (the images must carry it). Raising it on a running cluster "
+                    "upgrades in place, in Slurm's order: slurmdbd, slurmctld, the workers drain-first, login last; "
+                    "a downgrade, or a jump over more than three releases, is refused and changes nothing")
     images: Images = Field(default_factory=Images)
     controller: ControllerSpec = Field(default_factory=ControllerSpec)
     login: LoginSpec = Field(default_factory=LoginSpec)

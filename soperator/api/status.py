@@ -54,6 +54,17 @@ class NodeSetStatus(ApiModel):
     slurm: Optional[SlurmNodeCounts] = Field(default=None, description="absent until Slurm was first reached")
 
 
+class ReleaseStatus(ApiModel):
+    """Which Slurm release each part runs, as its pods say: two while it moves (see condition SlurmUpgraded)."""
+
+    wanted: str = Field(description="spec.slurmVersion")
+    config: str = Field(description="the release slurm.conf is written for: the oldest daemon's")
+    accounting: list[str] = Field(default_factory=list, description="slurmdbd and its database")
+    controller: list[str] = Field(default_factory=list, description="slurmctld and slurmrestd")
+    workers: list[str] = Field(default_factory=list)
+    login: list[str] = Field(default_factory=list)
+
+
 class SlurmClusterStatus(ApiModel):
     phase: Optional[Phase] = None
     conditions: list[Condition] = Field(default_factory=list)
@@ -65,3 +76,4 @@ class SlurmClusterStatus(ApiModel):
         default=None, description="every node set together, as last read from Slurm (see condition SlurmReachable)")
     login: ComponentStatus = Field(default_factory=ComponentStatus)
     login_endpoint: Optional[str] = None
+    slurm_release: Optional[ReleaseStatus] = None

@@ -31,7 +31,7 @@ class Target:
     namespace: str
     cluster: str
     client: SlurmRestClient
-    metrics: SlurmMetricsClient
+    metrics: SlurmMetricsClient | None  # None: a slurmctld older than 25.11 serves none
     node_sets: tuple[str, ...]
     placeholders: frozenset[str]
 
@@ -64,7 +64,7 @@ def labelled(t: Target, family: Metric) -> Metric:
 def read(t: Target) -> list[Metric]:
     try:
         nodes = t.client.list_nodes()
-        theirs = t.metrics.scrape_all()
+        theirs = t.metrics.scrape_all() if t.metrics is not None else []
     except SlurmError:
         return [_up(t, 0)]
     return [_up(t, 1), node_set_family(t, nodes), *(labelled(t, f) for f in theirs)]

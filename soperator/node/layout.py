@@ -39,6 +39,10 @@ OPERATOR = "soperator"
 NODE_SET_LABEL = "slurm.soperator.dev/node-set"
 # Set by Kubernetes, read by reconcile: a StatefulSet pod's template revision, a Job pod's Job.
 REVISION_LABEL = "controller-revision-hash"
+# The Slurm release an object was rendered for; on a pod, the release its daemons run. A pod without
+# it was made before releases were labelled: by an operator that ran only Slurm 24.11.
+SLURM_RELEASE_LABEL = "slurm.soperator.dev/slurm-release"
+UNLABELLED_RELEASE = "24.11"
 # On the operator's pods (the slurm-operator chart sets it): the only pods a cluster's controller
 # ingress policy lets reach slurmrestd.
 REST_CLIENT_LABEL = "slurm.soperator.dev/slurm-rest-client"

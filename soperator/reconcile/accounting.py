@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import re
 
+from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.node.layout import DATABASE, DB_PASSWORD_FILE, SLURMDBD
 from soperator.reconcile.apply import create_once, ensure
@@ -16,9 +17,10 @@ from soperator.render.common import object_name
 from soperator.render.secrets import db_password_secret_name
 
 
-def ensure_accounting(kube: Kube, snap: Snapshot) -> Cond | None:
-    """None when accounting is off: no condition, nothing rendered (and nothing deleted)."""
-    cluster = snap.cluster
+def ensure_accounting(kube: Kube, snap: Snapshot, cluster: SlurmCluster | None = None) -> Cond | None:
+    """None when accounting is off: no condition, nothing rendered (and nothing deleted). `cluster`: as
+    slurmdbd is rendered, when an upgrade holds it on its release (default: the snapshot's)."""
+    cluster = cluster or snap.cluster
     if not cluster.spec.accounting.enabled:
         return None
     name = db_password_secret_name(cluster)

@@ -1,6 +1,7 @@
 """One level-based reconcile of a SlurmCluster: called on every event and periodically, idempotent.
 
-Order and gates: validate → key Secrets (create if absent, never regenerate) → accounting's slurmdbd
+Order and gates: validate → the Slurm release each part is rendered for (reconcile/upgrade.py; a
+refused upgrade stops the pass before any write) → key Secrets (create if absent, never regenerate) → accounting's slurmdbd
 and database → ConfigMaps (slurm.conf names slurmdbd once it is ready) →
 populate-jail Job (the rest waits until it succeeded) → Slurm's view of the workers (once the
 controller is ready) → drains for scale-ins and removed node sets → controller, node sets, login →
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from soperator.api import API_VERSION, KIND, SpecError, parse_cluster
+from soperator.api import releases
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.node.layout import CONTROLLER, LOGIN, PORTS, WORKER
@@ -26,6 +28,7 @@ from soperator.reconcile import observe
 from soperator.reconcile.node_actions import act_on_maintenance, act_on_plans, act_on_rollouts, remove_node_sets
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.plan import plan_node_sets
+from soperator.reconcile.upgrade import observe_parts, part_cluster, plan_upgrade
 from soperator.reconcile.slurm_nodes import Connect, observe_slurm, slurm_status
 from soperator.slurm.cluster_client import connect_in_cluster
 from soperator.slurm.ctld_metrics import SlurmMetricsClient
@@ -47,6 +50,7 @@ class Result:
     slurm_nodes: dict | None = None  # None: unknown this time; the last known counts stay
     endpoint: str | None = None
     slurm: Target | None = None  # how /metrics reads this cluster's Slurm, once it could be reached
+    releases: dict | None = None  # status.slurmRelease
 
 
 def _ready(sts: dict | None) -> dict[str, int]:
@@ -89,25 +93,34 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     """Observe (one snapshot), then the gates in order, then plan the node sets and act on the plan."""
     snap = observe.take(kube, cluster, body)
     conds = [Cond("SpecValid", True, "Valid", "spec accepted")]
+    upgrade = plan_upgrade(cluster.spec.slurm_version, observe_parts(snap))
+    conds.append(upgrade.condition())
+    if upgrade.refused:
+        return Result("Error", conds, releases=upgrade.status())
+    parts = {part: part_cluster(cluster, upgrade, part) for part in ("accounting", "controller", "workers", "login")}
     secrets = ensure_secrets(kube, cluster)
     conds.append(secrets)
     if not secrets.ok:
-        return Result("Error", conds)
-    accounting = ensure_accounting(kube, snap)
-    configs = config_maps(cluster, accounting_live=bool(accounting and accounting.ok))
+        return Result("Error", conds, releases=upgrade.status())
+    accounting = ensure_accounting(kube, snap, parts["accounting"])
+    configs = config_maps(part_cluster(cluster, upgrade, "config"), accounting_live=bool(accounting and accounting.ok))
     for obj in configs:
         ensure(kube, snap, obj)
     nudge_controller(kube, snap, next(c for c in configs if c["metadata"]["name"] == slurm_configs_name(cluster)))
     populated = populate_state(kube, snap)
     conds.append(populated)
     if not populated.ok:
-        return Result("Error" if populated.ok is False else "Populating", conds + ([accounting] if accounting else []))
+        return Result("Error" if populated.ok is False else "Populating", conds + ([accounting] if accounting else []),
+                      releases=upgrade.status())
     controller = snap.live("StatefulSet", object_name(cluster, CONTROLLER))
-    snap.slurm = seen = observe_slurm(kube, cluster, _ready(controller)["ready"] > 0, connect)
+    # slurmrestd is the controller pod's: read through the data parser of the release it runs.
+    rest = upgrade.rest_release()
+    snap.slurm = seen = observe_slurm(kube, part_cluster(cluster, upgrade, "rest"), _ready(controller)["ready"] > 0,
+                                      connect)
     plan = plan_node_sets(snap)
     scaled, waited = act_on_plans(cluster, seen, plan.scale)
     maintenance = act_on_maintenance(cluster, seen, plan.holds)
-    for obj in slurm_nodes(cluster, plan.replicas(), operator_namespace):
+    for obj in slurm_nodes(cluster, plan.replicas(), operator_namespace, parts):
         ensure(kube, snap, obj)
     remove_node_sets(kube, cluster, plan)
     updated = act_on_rollouts(kube, cluster, seen, plan.rollouts)
@@ -126,11 +139,13 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     conds += [seen.condition, scaled, updated, maintenance] + ([accounting] if accounting else [])
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
+    metrics = SlurmMetricsClient(metrics_url(cluster), seen.client.token) if seen.client is not None and \
+        releases.at_least(rest, releases.OPENMETRICS) else None
     target = None if seen.client is None else Target(
-        cluster.namespace, cluster.name, seen.client, SlurmMetricsClient(metrics_url(cluster), seen.client.token),
+        cluster.namespace, cluster.name, seen.client, metrics,
         tuple(n.name for n in cluster.spec.node_sets),
         frozenset(placeholder_node_name(cluster, n) for n in cluster.spec.node_sets))
-    return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(snap), target)
+    return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(snap), target, upgrade.status())
 
 
 def _status(body: dict, result: Result) -> dict:
@@ -147,6 +162,8 @@ def _status(body: dict, result: Result) -> dict:
         status["slurmNodes"] = result.slurm_nodes
     if result.endpoint:
         status["loginEndpoint"] = result.endpoint
+    if result.releases is not None:
+        status["slurmRelease"] = result.releases
     return status
 
 

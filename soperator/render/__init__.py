@@ -64,18 +64,22 @@ def config_maps(cluster: SlurmCluster, accounting_live: bool = True) -> list[Obj
     return [slurm_configs_config_map(cluster, accounting_live), sshd_config_map(cluster)]
 
 
-def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int], operator_namespace: str | None = None) -> list[Obj]:
+def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int], operator_namespace: str | None = None,
+                parts: dict[str, SlurmCluster] | None = None) -> list[Obj]:
     """`replicas`: every node set's count, as planned (a scale-in holds a StatefulSet above its spec's
     count while its leaving nodes drain: soperator/reconcile/scale_in.py); `spec_replicas` for a render
     that plans nothing. `operator_namespace`: where the operator runs, the only place slurmrestd is
-    reached from (None: its pods by label, in any namespace)."""
+    reached from (None: its pods by label, in any namespace). `parts`: the cluster as the controller,
+    the workers and login are rendered, when an upgrade holds one on its older release
+    (reconcile/upgrade.py); by default `cluster` for all."""
+    part = (parts or {}).get
     # The policies first: no login or worker pod ever runs without its egress policy, no controller
     # without its ingress one.
     return [
         node_egress_policy(cluster), controller_ingress_policy(cluster, operator_namespace),
-        controller_service(cluster), rest_service(cluster), controller_stateful_set(cluster),
-        worker_service(cluster), *worker_stateful_sets(cluster, replicas),
-        login_headless_service(cluster), login_ssh_service(cluster), login_stateful_set(cluster),
+        controller_service(cluster), rest_service(cluster), controller_stateful_set(part("controller", cluster)),
+        worker_service(cluster), *worker_stateful_sets(part("workers", cluster), replicas),
+        login_headless_service(cluster), login_ssh_service(cluster), login_stateful_set(part("login", cluster)),
         *disruption_budgets(cluster),
     ]
 

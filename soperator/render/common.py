@@ -5,10 +5,11 @@ import hashlib
 from typing import Any, Iterable
 
 from soperator import __version__
+from soperator.api import releases
 from soperator.api.cluster import API_VERSION, KIND, SlurmCluster
 from soperator.api.common import ComponentBase
 from soperator.node.layout import (APP_NAME, COMPONENT_LABEL, INSTANCE_LABEL, MANAGED_BY_LABEL, NAME_LABEL, OPERATOR,
-                                   PART_OF_LABEL, VERSION_LABEL)
+                                   PART_OF_LABEL, SLURM_RELEASE_LABEL, VERSION_LABEL)
 
 Obj = dict[str, Any]
 
@@ -31,6 +32,7 @@ def labels(cluster: SlurmCluster, component: str) -> dict[str, str]:
         MANAGED_BY_LABEL: OPERATOR,
         PART_OF_LABEL: OPERATOR,
         VERSION_LABEL: __version__,
+        SLURM_RELEASE_LABEL: cluster.spec.slurm_version,
     }
 
 
@@ -96,10 +98,15 @@ def secret_volume(name: str, secret: str, mode: int) -> Obj:
     return {"name": name, "secret": {"secretName": secret, "defaultMode": mode}}
 
 
-def slurm_daemon_probes(port: int) -> Obj:
+def slurm_daemon_probes(port: int, release: str) -> Obj:
     """slurmctld's and slurmd's own probes (Slurm 25.11+), served over HTTP on their RPC port with no
     token: ready while the daemon services RPCs, live while it runs. Liveness never asks more than
-    that: a busy slurmd restarted by its probe would end its node's jobs."""
+    that: a busy slurmd restarted by its probe would end its node's jobs. Older releases have none: a
+    TCP connect to the port."""
+    if not releases.at_least(release, releases.OPENMETRICS):
+        return {"readinessProbe": tcp_probe(port, period=5, failures=3),
+                "livenessProbe": tcp_probe(port, period=15, failures=8)}
+
     def probe(path: str, period: int, failures: int) -> Obj:
         return {"httpGet": {"path": path, "port": port}, "periodSeconds": period, "failureThreshold": failures,
                 "timeoutSeconds": 5}

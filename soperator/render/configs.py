@@ -7,6 +7,7 @@ from functools import lru_cache
 import jinja2
 
 from soperator import __version__
+from soperator.api import releases
 from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
 from soperator.node.layout import (CONTROLLER, LOGIN, NAMES, PATHS, PORTS, ROOT_KEYS_FILE, SLURM_CONFIGS, SLURMDBD,
@@ -69,6 +70,10 @@ def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:
     gres_types = sorted({g.split(":", 1)[0] for n in node_sets for g in node_gres(n)})
     return {
         "name": cluster.name, "namespace": cluster.namespace, "version": __version__,
+        "release": cluster.spec.slurm_version,
+        "openmetrics": releases.at_least(cluster.spec.slurm_version, releases.OPENMETRICS),
+        # 24.11 stops at HealthCheckTimeout (measured: "unrecognized key"); 26.05 warns without it.
+        "health_check_timeout": releases.at_least(cluster.spec.slurm_version, "25.05"),
         "paths": PATHS, "ports": PORTS, "ssh_host_key_types": SSH_HOST_KEY_TYPES,
         "cfg": cluster.spec.slurm_config, "node_sets": node_sets,
         "all_node_sets": [n.name for n in node_sets],

@@ -96,7 +96,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
     pyxis_env, pyxis_mounts, pyxis_volumes = _pyxis(cluster, node_set)
     container = {
         "name": "slurmd",
-        "image": node_set.image or spec.images.ref("worker"),
+        "image": node_set.image or spec.images.ref("worker", spec.slurm_version),
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": ENV.component, "value": WORKER},
                 {"name": ENV.jail, "value": PATHS.jail},
@@ -112,7 +112,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
             {"name": "shm", "mountPath": PATHS.shm},
             *pyxis_mounts,
         ],
-        **slurm_daemon_probes(PORTS.slurmd),
+        **slurm_daemon_probes(PORTS.slurmd, spec.slurm_version),
         "resources": resources(node_set, worker_limits(node_set)),
     }
     volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster, node_set.sub_mounts) + [

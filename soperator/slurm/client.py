@@ -23,6 +23,9 @@ from urllib3.util import Retry, Timeout
 from soperator.slurm.nodes import JobsResponse, NodesResponse, SlurmJob, SlurmNode
 
 API = "/slurm/v0.0.44"
+# Slurm 24.11's slurmrestd serves v0.0.40 to v0.0.42 only: a cluster on it (one being upgraded, until
+# its slurmctld moves) is read through v0.0.42, whose node and job fields the models read alike.
+LEGACY_API = "/slurm/v0.0.42"
 # FUTURE: slurmrestd hides node records that never registered unless asked. Naming any flag replaces
 # its default set (ALL, DETAIL, MIXED), so MIXED is named too, or a partly used node reads ALLOCATED.
 NODE_FLAGS = ("FUTURE", "MIXED")
@@ -67,8 +70,10 @@ class _NodeList:
 
 
 class SlurmRestClient:
-    def __init__(self, base_url: str, token: Callable[[], str], timeout: float = 10.0, retries: int = 2):
+    def __init__(self, base_url: str, token: Callable[[], str], timeout: float = 10.0, retries: int = 2,
+                 api: str = API):
         self.base_url = base_url.rstrip("/")
+        self.api = api
         self.token = token
         self._pool = read_pool(timeout, retries)
         self.calls = 0
@@ -82,7 +87,7 @@ class SlurmRestClient:
         """slurmrestd's JSON answer; None for 304 Not Modified (only a GET with update_time gets one)."""
         self.calls += 1
         try:
-            reply = self._pool.request(method, self.base_url + API + path, fields=fields,
+            reply = self._pool.request(method, self.base_url + self.api + path, fields=fields,
                                        body=json.dumps(body).encode() if body is not None else None,
                                        headers={TOKEN_HEADER: self.token(),
                                                 **({"Content-Type": "application/json"} if body is not None else {})})

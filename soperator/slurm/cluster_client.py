@@ -4,12 +4,13 @@ from __future__ import annotations
 import base64
 import threading
 
+from soperator.api import releases
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.node.layout import JWT_KEY_FILE
 from soperator.render.controller import rest_url
 from soperator.render.secrets import jwt_key_secret_name
-from soperator.slurm.client import SlurmRestClient
+from soperator.slurm.client import API, LEGACY_API, SlurmRestClient
 from soperator.slurm.token import mint_token
 
 
@@ -22,6 +23,11 @@ def _jwt_key(kube: Kube, cluster: SlurmCluster) -> bytes | str:
     return base64.b64decode(encoded)
 
 
+def rest_api(release: str) -> str:
+    """The data parser slurmrestd of `release` serves that the operator reads: v0.0.44 from 25.11."""
+    return API if releases.at_least(release, "25.11") else LEGACY_API
+
+
 def connect_in_cluster(kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:
     """A new client of the cluster's slurmrestd Service (none kept), or the reason there is none yet."""
     return SlurmClients().connect(kube, cluster, controller_ready)
@@ -30,11 +36,12 @@ def connect_in_cluster(kube: Kube, cluster: SlurmCluster, controller_ready: bool
 class SlurmClients:
     """One client per cluster, kept from pass to pass (and shared with the metrics scrapes), so its
     node list is asked for only as of its last answer. A cluster made again under its name (another
-    uid), or whose key or Service address changed, gets a new one."""
+    uid), or whose key, Service address or Slurm release (`cluster.spec.slurmVersion`: the release its
+    slurmctld runs, which picks the data parser) changed, gets a new one."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._clients: dict[tuple[str, str], tuple[tuple[str, str, bytes], SlurmRestClient]] = {}
+        self._clients: dict[tuple[str, str], tuple[tuple[str, str, bytes, str], SlurmRestClient]] = {}
 
     def connect(self, kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:
         if not controller_ready:
@@ -42,11 +49,12 @@ class SlurmClients:
         key = _jwt_key(kube, cluster)
         if isinstance(key, str):
             return key
-        identity = (cluster.metadata.uid or "", rest_url(cluster), key)
+        api = rest_api(cluster.spec.slurm_version)
+        identity = (cluster.metadata.uid or "", rest_url(cluster), key, api)
         with self._lock:
             kept = self._clients.get((cluster.namespace, cluster.name))
             if kept is None or kept[0] != identity:
-                kept = (identity, SlurmRestClient(rest_url(cluster), lambda: mint_token(key)))
+                kept = (identity, SlurmRestClient(rest_url(cluster), lambda: mint_token(key), api=api))
                 self._clients[(cluster.namespace, cluster.name)] = kept
             return kept[1]
 

@@ -60,3 +60,26 @@ def test_a_gpu_worker_on_a_node_without_nvidias_library_is_refused_visibly(tmp_p
     assert not result["ready"] and result["failed"] == "slurmd"
     assert "gres/gpu count reported lower than configured (0 < 1)" in result["log"]
     assert "libnvidia-ml.so.1" in (tmp_path / "slurmd.log").read_text()
+
+
+def test_a_cluster_on_slurm_24_11_gets_a_config_its_daemons_start_with(tmp_path, keys):
+    """A cluster being upgraded keeps daemons of 24.11 for a while, and they read slurm.conf too: the
+    config written for the oldest release brings a real 24.11 slurmctld up (Debian trixie's, from
+    `images/build.py --slurm 24.11`) and a worker registers; the 26.05 config, with 25.11's metrics
+    keys, stops it at the first key it does not know."""
+    spec = {"nodeSets": [{"name": "fast", "replicas": 2, "cpus": 2, "realMemoryMib": 2000}],
+            "healthCheck": {"program": "/opt/soperator/bin/health-check", "interval": 30},
+            "slurmConfig": {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"}}
+    old = make_cluster(slurmVersion="24.11", **spec)
+    assert old.spec.images.ref("worker", old.spec.slurm_version).endswith("-slurm24.11")
+    result = run_controller(slurm_files(old), controller_host(old), keys.munge_key, tmp_path / "old",
+                            worker=("demo-fast-0", worker_node_conf(old.spec.node_sets[0])), release="24.11")
+    assert result["ready"], result["log"]
+    assert "demo-fast-0" in result["sinfo"] and "SLURM_VERSION           = 24.11" in result["config"]
+    assert "MetricsType" not in slurm_files(old)["slurm.conf"]
+
+    new = make_cluster(**spec)
+    assert "MetricsType=metrics/openmetrics" in slurm_files(new)["slurm.conf"]
+    refused = run_controller(slurm_files(new), controller_host(new), keys.munge_key, tmp_path / "new",
+                             release="24.11")
+    assert not refused["ready"] and "MetricsType" in refused["log"], refused["log"]

@@ -13,28 +13,29 @@ from pathlib import Path
 
 import pytest
 
-from images.build import build_all, image_ref
+from images.build import SLURM_RELEASE, build_all, image_ref
 from images.podman import PodmanError, podman, podman_env
 from soperator.keys import generate_jwt_key
 from soperator.node.layout import PATHS
 
 SANDBOX = Path(__file__).with_name("slurm_sandbox.py")
 IN_CONTAINER = "/opt/soperator-test/slurm_sandbox.py"
-_built: dict[str, str] = {}
+_built: dict[tuple[str, str], str] = {}
 
 
-def node_image(name: str = "node") -> str:
+def node_image(name: str = "node", release: str = SLURM_RELEASE) -> str:
     """The node image (or one built FROM it: `database`), built once per session if its inputs
-    changed: its Slurm is what tests run."""
+    changed: its Slurm is what tests run. `release`: another Slurm's images (images/build.py --slurm),
+    those of a cluster being upgraded."""
     if os.geteuid() != 0:
         pytest.skip("needs root for privileged containers")
-    if name not in _built:
+    if (name, release) not in _built:
         try:
-            build_all(only=[name])
+            build_all(only=[name], release=release)
         except (PodmanError, OSError) as exc:
-            pytest.fail(f"{name} image build failed: {exc}", pytrace=False)
-        _built[name] = image_ref(name)
-    return _built[name]
+            pytest.fail(f"{name} image build (Slurm {release}) failed: {exc}", pytrace=False)
+        _built[name, release] = image_ref(name, release)
+    return _built[name, release]
 
 
 class SlurmSandbox:
@@ -142,12 +143,12 @@ class SlurmSandbox:
 
 
 def run_controller(files: dict[str, str], hostname: str, munge_key: bytes, work: Path,
-                   worker: tuple[str, str] | None = None) -> dict:
+                   worker: tuple[str, str] | None = None, release: str = SLURM_RELEASE) -> dict:
     """Start slurmctld with exactly these config files, and a worker (name, its `slurmd --conf`) if
-    given; return what it serves, or why it did not start."""
+    given, both of Slurm `release`; return what it serves, or why it did not start."""
     name, conf = worker or (None, "")
     with SlurmSandbox(work, files, hostname, munge_key, names=[name] if name else [], slurmd=name,
-                      node_conf=conf) as box:
+                      node_conf=conf, image=node_image(release=release)) as box:
         result = dict(box.status)
         if box.status["ready"]:
             result.update({

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from images.build import IMAGES, SLURM_RELEASE, _wanted, check_slurm_release, step_note
+from images.build import IMAGES, SLURM_RELEASE, _wanted, check_slurm_release, image_ref, step_note
+from soperator import __version__
 from images.podman import PodmanError
 
 
@@ -48,3 +49,12 @@ def test_a_build_that_got_another_slurm_release_fails(tmp_path):
         check_slurm_release(record)
     record.write_text(f"# localhost/soperator/worker:0 inputs=x\nslurmd={SLURM_RELEASE}.5-1\n")
     check_slurm_release(record)
+
+
+def test_another_slurm_release_builds_its_own_tagged_set_without_an_operator():
+    """`--slurm 24.11`: the images a cluster upgrades from, tagged apart; the operator carries no Slurm."""
+    assert "operator" not in _wanted(None, "24.11") and _wanted(None, "24.11")[0] == "node"
+    assert image_ref("worker", "24.11").endswith(f":{__version__}-slurm24.11")
+    assert image_ref("worker") == f"localhost/soperator/worker:{__version__}"
+    with pytest.raises(PodmanError, match="operator image carries no Slurm"):
+        _wanted(["operator"], "24.11")

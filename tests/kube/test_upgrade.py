@@ -1,0 +1,118 @@
+"""The in-place upgrade against the real apiserver (its StatefulSet controller makes and revises the
+pods; no kubelet runs them here, so a test marks a pod Ready as a kubelet would): parts move in
+Slurm's order, a waiting part keeps its release, image and config, the status says who runs what;
+a downgrade is refused with a condition and an event, and nothing is written."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from soperator.api.releases import image_tag
+from soperator.kube import Kube
+from soperator.node.layout import SLURM_RELEASE_LABEL
+from soperator.reconcile import reconcile
+from tests.kube.test_reconcile import _body, _create, _finish_job
+from tests.support.wait import until
+
+pytestmark = pytest.mark.kube
+OLD, NEW = "24.11", "26.05"
+
+
+@pytest.fixture
+def kube(api) -> Kube:
+    return Kube(api)
+
+
+def _sts(kube: Kube, namespace: str, name: str) -> dict:
+    return kube.get("apps/v1", "StatefulSet", namespace, name)
+
+
+def _template(kube: Kube, namespace: str, name: str) -> tuple[str, str]:
+    """(the release its pods are made for, its first container's image)."""
+    template = _sts(kube, namespace, name)["spec"]["template"]
+    return template["metadata"]["labels"][SLURM_RELEASE_LABEL], template["spec"]["containers"][0]["image"]
+
+
+def _mark_ready(kubectl, namespace: str, pod: str) -> None:
+    kubectl("-n", namespace, "patch", "pod", pod, "--subresource=status", "--type=merge", "-p", json.dumps(
+        {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+
+
+def _pod(kube: Kube, namespace: str, name: str) -> dict | None:
+    return kube.get("v1", "Pod", namespace, name)
+
+
+def _settle(kube, kubectl, namespace: str, sts: str) -> None:
+    """The StatefulSet's pod on its current revision and Ready."""
+    revision = lambda: _sts(kube, namespace, sts)["status"].get("updateRevision")  # noqa: E731
+    until(lambda: revision() and ((_pod(kube, namespace, f"{sts}-0") or {}).get("metadata", {}).get("labels", {})
+                                  .get("controller-revision-hash") == revision()), 60, f"{sts}-0 on its revision")
+    _mark_ready(kubectl, namespace, f"{sts}-0")
+    until(lambda: _sts(kube, namespace, sts)["status"].get("observedGeneration")
+          == _sts(kube, namespace, sts)["metadata"]["generation"], 30, f"{sts} observed")
+
+
+def _cond(kube, namespace, name) -> dict:
+    return next(c for c in _body(kube, namespace, name)["status"]["conditions"] if c["type"] == "SlurmUpgraded")
+
+
+def test_parts_move_in_order_and_a_waiting_part_keeps_its_release(kube, kubectl, crd_installed, namespace):
+    _create(kubectl, namespace, "up", slurmVersion=OLD, nodeSets=[{"name": "cpu", "replicas": 1}],
+            login={"replicas": 1})
+    reconcile(kube, _body(kube, namespace, "up"))
+    _finish_job(kubectl, namespace, "up-populate-jail")
+    reconcile(kube, _body(kube, namespace, "up"))
+    for sts in ("up-controller", "up-cpu", "up-login"):
+        assert _template(kube, namespace, sts) == (OLD, f"localhost/soperator/{sts.split('-')[1]}:{image_tag(OLD)}"
+                                                   .replace("/cpu:", "/worker:"))
+        _settle(kube, kubectl, namespace, sts)
+    reconcile(kube, _body(kube, namespace, "up"))
+    assert (_cond(kube, namespace, "up")["status"], _cond(kube, namespace, "up")["reason"]) == ("True", "Current")
+
+    kubectl("-n", namespace, "patch", "slurmcluster", "up", "--type=merge", "-p", json.dumps({"spec": {"slurmVersion": NEW}}))
+    reconcile(kube, _body(kube, namespace, "up"))
+    # No accounting: slurmctld first; the workers and login keep 24.11, and so does slurm.conf.
+    assert _template(kube, namespace, "up-controller")[0] == NEW
+    assert _template(kube, namespace, "up-cpu") == (OLD, f"localhost/soperator/worker:{image_tag(OLD)}")
+    assert _template(kube, namespace, "up-login")[0] == OLD
+    conf = kube.get("v1", "ConfigMap", namespace, "up-slurm-configs")["data"]["slurm.conf"]
+    assert "MetricsType" not in conf
+    cond = _cond(kube, namespace, "up")
+    assert (cond["status"], cond["reason"]) == ("False", "Upgrading") and "slurmctld" in cond["message"]
+    assert _body(kube, namespace, "up")["status"]["slurmRelease"]["wanted"] == NEW
+
+    _settle(kube, kubectl, namespace, "up-controller")  # the StatefulSet controller replaced the pod
+    assert _pod(kube, namespace, "up-controller-0")["metadata"]["labels"][SLURM_RELEASE_LABEL] == NEW
+    reconcile(kube, _body(kube, namespace, "up"))
+    # slurmctld runs 26.05: the workers' template moves (their pods are replaced drain-first, by the
+    # rollout, not here: no Slurm answers in this test); login still waits.
+    assert _template(kube, namespace, "up-cpu") == (NEW, f"localhost/soperator/worker:{image_tag(NEW)}")
+    assert _template(kube, namespace, "up-login")[0] == OLD
+    reconcile(kube, _body(kube, namespace, "up"))  # the status tells what a pass saw as it began
+    status = _body(kube, namespace, "up")["status"]["slurmRelease"]
+    assert status == {"wanted": NEW, "config": OLD, "controller": [NEW], "workers": [OLD, NEW], "login": [OLD]}
+
+
+def test_a_downgrade_is_refused_and_nothing_changes(kube, kubectl, crd_installed, namespace):
+    _create(kubectl, namespace, "dn", nodeSets=[{"name": "cpu", "replicas": 1}])
+    reconcile(kube, _body(kube, namespace, "dn"))
+    _finish_job(kubectl, namespace, "dn-populate-jail")
+    reconcile(kube, _body(kube, namespace, "dn"))
+    versions = {sts: _sts(kube, namespace, sts)["metadata"]["resourceVersion"] for sts in ("dn-controller", "dn-cpu")}
+    config = kube.get("v1", "ConfigMap", namespace, "dn-slurm-configs")["metadata"]["resourceVersion"]
+
+    kubectl("-n", namespace, "patch", "slurmcluster", "dn", "--type=merge", "-p", json.dumps({"spec": {"slurmVersion": OLD}}))
+    before = kube.writes
+    result = reconcile(kube, _body(kube, namespace, "dn"))
+    assert result.phase == "Error"
+    cond = _cond(kube, namespace, "dn")
+    assert (cond["status"], cond["reason"]) == ("False", "UpgradeRefused")
+    assert f"downgrade from Slurm {NEW} to {OLD}" in cond["message"]
+    events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "UpgradeRefused" and e["type"] == "Warning" and NEW in e["message"] and OLD in e["message"]
+               for e in events)
+    # The status patch and the event only: no child written.
+    assert kube.writes - before <= 2
+    assert {sts: _sts(kube, namespace, sts)["metadata"]["resourceVersion"] for sts in versions} == versions
+    assert kube.get("v1", "ConfigMap", namespace, "dn-slurm-configs")["metadata"]["resourceVersion"] == config
