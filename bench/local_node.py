@@ -10,6 +10,9 @@
                                          the operator (it annotates the controller pod, the kubelet
                                          refreshes the ConfigMap at once), against the kubelet's own
                                          refresh (operator scaled to 0, ConfigMap edited), alternating
+  python -m bench.local_node upgrade     a 24.11 cluster with accounting, a job running and one queued,
+                                         upgraded in place to 26.05 (tests/support/upgrade_scenario.py):
+                                         seconds until each part moved and in all, jobs killed (one run)
 Needs the machine to itself: no other local node (test session or `quickstart.py up`) may run.
 """
 from __future__ import annotations
@@ -59,11 +62,13 @@ def bench_node(cluster: LocalCluster, rounds: int = 3) -> dict:
     return {"node_ready_s": [round(s, 2) for s in seconds], "median_s": round(statistics.median(seconds), 2)}
 
 
-def _installed(cluster: LocalCluster, name: str, key: Path) -> tuple[SimpleNamespace, list[str]]:
+def _installed(cluster: LocalCluster, name: str, key: Path, slurm_version: str | None = None,
+               accounting: bool = False) -> tuple[SimpleNamespace, list[str]]:
     """The quick start's charts installed and ready; (its arguments, the ssh command to its login node)."""
     args = SimpleNamespace(kubeconfig=cluster.plane.kubeconfig, namespace="bench", cluster_name=name,
                            volumes_dir=cluster.volumes, workers=2, jail_size="8Gi", ssh_key=key.with_suffix(".pub"),
-                           set_operator=["resyncSeconds=5"], timeout=900, on="local")
+                           set_operator=["resyncSeconds=5"], timeout=900, on="local", slurm_version=slurm_version,
+                           accounting=accounting)
     quickstart.install_charts(args)
     quickstart.wait_ready(args)
     host, port, _ = quickstart.login_address(args)
@@ -132,16 +137,36 @@ def bench_config(cluster: LocalCluster, rounds: int = 3) -> dict:
             "kubelet only / operator": round(medians["kubelet only"] / medians["operator"], 1), "rounds": rounds}
 
 
-def _install_images(cluster: LocalCluster) -> float:
-    from images.build import build_all, image_ref
-
+def _install_images(cluster: LocalCluster, slurm_version: str | None = None) -> float:
     tools = ensure_tools()
     os.environ["PATH"] = f"{tools['kubectl'].parent}:{os.environ['PATH']}"
     cluster.up()
-    build_all()
+    refs = quickstart._image_refs(SimpleNamespace(slurm_version=slurm_version))
     began = time.monotonic()
-    cluster.node.import_images([image_ref(n) for n in quickstart.IMAGES])
+    cluster.node.import_images(refs)
     return time.monotonic() - began
+
+
+def bench_upgrade(cluster: LocalCluster) -> dict:
+    import paramiko
+
+    from tests.kube.conftest import Kubectl
+    from tests.support.upgrade_scenario import Login, upgrade
+
+    _install_images(cluster, "24.11")
+    with tempfile.TemporaryDirectory() as tmp:
+        key = Path(tmp) / "id_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        args, _ = _installed(cluster, "upg", key, slurm_version="24.11", accounting=True)
+        kubectl = Kubectl(ensure_tools()["kubectl"], cluster.plane.kubeconfig)
+        port = int(kubectl("-n", "bench", "get", "service", "upg-login", "-o", "jsonpath={.spec.ports[0].nodePort}").stdout)
+        login = Login(port, paramiko.Ed25519Key.from_private_key_file(str(key)))
+        try:
+            run = upgrade(kubectl, "bench", "upg", login)
+        finally:
+            login.close()
+    return {"24.11 -> 26.05 (s)": run.seconds, "each part done at (s)": run.moved, "jobs killed": run.killed,
+            "jobs (sacct)": run.jobs, "mixed-window samples": len(run.mixed), "node": NODE_IP}
 
 
 def bench_first_job(cluster: LocalCluster, rounds: int = 3) -> dict:
@@ -159,12 +184,13 @@ def bench_first_job(cluster: LocalCluster, rounds: int = 3) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("build", "node", "first-job", "config"))
+    parser.add_argument("what", choices=("build", "node", "first-job", "config", "upgrade"))
     args = parser.parse_args()
     if args.what == "build":
         print(json.dumps(bench_build(), indent=1))
         return 0
-    bench = {"node": bench_node, "first-job": bench_first_job, "config": bench_config}[args.what]
+    bench = {"node": bench_node, "first-job": bench_first_job, "config": bench_config,
+             "upgrade": bench_upgrade}[args.what]
     print(json.dumps(on_a_local_node(bench), indent=1))
     return 0
 

@@ -14,6 +14,9 @@ state and mounts; the jail's data (a hostPath under the state directory) stays u
 
 `--on kind` does the same on a kind cluster (Docker, or KIND_EXPERIMENTAL_PROVIDER=podman).
 `--kubeconfig FILE` uses an existing cluster whose node already has the images.
+`--slurm-version 24.11` starts the cluster on the release clusters upgrade from (its images are built
+and imported too); raising `spec.slurmVersion` afterwards upgrades it in place. `--accounting` gives
+it slurmdbd and MariaDB on a kept hostPath volume.
 """
 from __future__ import annotations
 
@@ -78,11 +81,21 @@ def _say(note: str) -> None:
     print(f"  {note}", flush=True)
 
 
-def import_local_images(args) -> None:
-    from images.build import build_all, image_ref
+def _image_refs(args) -> list[str]:
+    """Every image of the default release, and the Slurm images of the one asked for if another."""
+    from images.build import SLURM_RELEASE, build_all, image_ref
 
     build_all(progress=_say)
-    imported = local_cluster(args).node.import_images([image_ref(name) for name in IMAGES], progress=_say)
+    refs = [image_ref(name) for name in IMAGES]
+    if args.slurm_version not in (None, SLURM_RELEASE):
+        slurm_images = [name for name in IMAGES if name != "operator"]
+        build_all(only=slurm_images, progress=_say, release=args.slurm_version)
+        refs += [image_ref(name, args.slurm_version) for name in slurm_images]
+    return refs
+
+
+def import_local_images(args) -> None:
+    imported = local_cluster(args).node.import_images(_image_refs(args), progress=_say)
     print(f"  imported into containerd: {', '.join(imported) or 'nothing new'}", flush=True)
 
 
@@ -99,14 +112,12 @@ def create_kind_cluster(args) -> None:
 def load_kind_images(args) -> None:
     """Built and loaded as localhost/soperator/*: the fully qualified names the charts and the
     SlurmCluster default to (pullPolicy IfNotPresent: kind's node already holds them)."""
-    from images.build import build_all, image_ref
     from images.podman import podman
 
-    build_all(progress=_say)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in IMAGES:
-            archive = f"{tmp}/{name}.tar"
-            podman("save", "--format", "docker-archive", "-o", archive, image_ref(name))
+        for number, ref in enumerate(_image_refs(args)):
+            archive = f"{tmp}/{number}.tar"
+            podman("save", "--format", "docker-archive", "-o", archive, ref)
             run("kind", "load", "image-archive", archive, "--name", args.kind_name)
 
 
@@ -122,12 +133,18 @@ def install_charts(args) -> None:
         "--set", f"jail.size={args.jail_size}", "--set", "jail.persistentVolume.enabled=true",
         "--set", f"jail.persistentVolume.hostPath={volumes}-jail", "--set", "controllerSpool.enabled=true",
         "--set", "controllerSpool.persistentVolume.enabled=true",
-        "--set", f"controllerSpool.persistentVolume.hostPath={volumes}-spool")
+        "--set", f"controllerSpool.persistentVolume.hostPath={volumes}-spool",
+        *(("--set", "accountingDatabase.enabled=true", "--set", "accountingDatabase.persistentVolume.enabled=true",
+           "--set", f"accountingDatabase.persistentVolume.hostPath={volumes}-accounting-db") if args.accounting else ()))
     values = {"spec": {"nodeSets": [{"name": "worker", "replicas": args.workers}],
                        "controller": {"spool": {"claimName": f"{name}-controller-spool"}},
                        "slurmConfig": {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"},
                        "login": {"service": {"type": "NodePort"},
                                  "rootSshPublicKeys": [args.ssh_key.read_text().strip()]}}}
+    if args.slurm_version:
+        values["spec"]["slurmVersion"] = args.slurm_version
+    if args.accounting:
+        values["spec"]["accounting"] = {"enabled": True, "managed": {"claimName": f"{name}-accounting-db"}}
     with tempfile.NamedTemporaryFile("w", suffix=".json") as fh:
         json.dump(values, fh)
         fh.flush()
@@ -258,6 +275,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "in the state directory)")
     parser.add_argument("--set-operator", action="append", default=[], metavar="KEY=VALUE",
                         help="a --set for the slurm-operator chart (repeatable)")
+    parser.add_argument("--slurm-version", choices=("24.11", "26.05"),
+                        help="the Slurm release to start on (default: the chart's, 26.05)")
+    parser.add_argument("--accounting", action="store_true", help="slurmdbd and MariaDB, on a kept volume")
     parser.add_argument("--timeout", type=int, default=900, help="seconds to wait for the SlurmCluster")
     parser.add_argument("--skip-ssh", action="store_true", help="stop once the SlurmCluster is Ready")
     args = parser.parse_args(argv)

@@ -1,9 +1,11 @@
 """The accounting database: Debian's MariaDB on the pod's volume, made ready for slurmdbd. On a first
 start the data directory is initialised; at every start the database and slurmdbd's account exist with
-the password given (set again, so a changed Secret takes effect). Nothing else is ever rewritten."""
+the password given (set again, so a changed Secret takes effect), and the files belong to this image's
+mysql user. Nothing else is ever rewritten."""
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -14,8 +16,13 @@ _NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
 
 
 def prepare_datadir(data: str) -> bool:
-    """Initialise an empty data directory; True if it was (a first start), False if it holds a database."""
+    """Initialise an empty data directory; True if it was (a first start), False if it holds a database.
+    A database made by another image's mysql user (an image of an older release, whose mysql had
+    other ids) is given to this image's: the volume is the database's alone."""
     if os.path.isdir(os.path.join(data, "mysql")):
+        mysql = pwd.getpwnam("mysql")
+        if os.stat(data).st_uid != mysql.pw_uid:
+            _chown_tree(data, mysql.pw_uid, mysql.pw_gid)
         return False
     os.makedirs(data, exist_ok=True)
     shutil.chown(data, "mysql", "mysql")
@@ -23,6 +30,12 @@ def prepare_datadir(data: str) -> bool:
     subprocess.run(["mariadb-install-db", "--user=mysql", f"--datadir={data}", "--skip-test-db",
                     "--auth-root-authentication-method=socket"], check=True, capture_output=True, text=True)
     return True
+
+
+def _chown_tree(top: str, uid: int, gid: int) -> None:
+    for root, dirs, files in os.walk(top):
+        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+            os.lchown(name, uid, gid)
 
 
 def server_argv(data: str, port: int = PORTS.database, bind: str = "0.0.0.0") -> list[str]:

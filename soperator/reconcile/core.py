@@ -31,12 +31,12 @@ from soperator.reconcile.plan import plan_node_sets
 from soperator.reconcile.upgrade import observe_parts, part_cluster, plan_upgrade
 from soperator.reconcile.slurm_nodes import Connect, observe_slurm, slurm_status
 from soperator.slurm.cluster_client import connect_in_cluster
-from soperator.slurm.ctld_metrics import SlurmMetricsClient
+from soperator.slurm.ctld_metrics import metrics_client
 from soperator.render import config_maps, slurm_nodes
 from soperator.render.login import login_ssh_service_name
 from soperator.render.common import object_name
 from soperator.render.controller import metrics_url
-from soperator.render.configs import placeholder_node_name, slurm_configs_name
+from soperator.render.configs import ACCOUNTING_LINE, placeholder_node_name, slurm_configs_name
 from soperator.metrics.slurm import Target
 from soperator.render.worker import node_set_stateful_set_name
 
@@ -88,6 +88,18 @@ def _endpoint(snap: Snapshot) -> str | None:
     return f"{name}.{snap.cluster.namespace}.svc:{PORTS.ssh}"
 
 
+def _accounting_live(snap: Snapshot, accounting: Cond | None) -> bool:
+    """slurm.conf names slurmdbd once slurmdbd first answered, and keeps naming it while slurmdbd
+    restarts (an upgrade, a rescheduled pod): slurmctld queues the records for it meanwhile, where a
+    config without it would lose them."""
+    if accounting is None:
+        return False
+    if accounting.ok:
+        return True
+    live = snap.live("ConfigMap", slurm_configs_name(snap.cluster)) or {}
+    return ACCOUNTING_LINE in ((live.get("data") or {}).get("slurm.conf") or "")
+
+
 def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = connect_in_cluster,
              operator_namespace: str | None = None) -> Result:
     """Observe (one snapshot), then the gates in order, then plan the node sets and act on the plan."""
@@ -103,7 +115,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     if not secrets.ok:
         return Result("Error", conds, releases=upgrade.status())
     accounting = ensure_accounting(kube, snap, parts["accounting"])
-    configs = config_maps(part_cluster(cluster, upgrade, "config"), accounting_live=bool(accounting and accounting.ok))
+    configs = config_maps(part_cluster(cluster, upgrade, "config"), accounting_live=_accounting_live(snap, accounting))
     for obj in configs:
         ensure(kube, snap, obj)
     nudge_controller(kube, snap, next(c for c in configs if c["metadata"]["name"] == slurm_configs_name(cluster)))
@@ -139,7 +151,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     conds += [seen.condition, scaled, updated, maintenance] + ([accounting] if accounting else [])
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
-    metrics = SlurmMetricsClient(metrics_url(cluster), seen.client.token) if seen.client is not None and \
+    metrics = metrics_client(seen.client, metrics_url(cluster)) if seen.client is not None and \
         releases.at_least(rest, releases.OPENMETRICS) else None
     target = None if seen.client is None else Target(
         cluster.namespace, cluster.name, seen.client, metrics,

@@ -15,6 +15,8 @@ from soperator.node.layout import (CONTROLLER, LOGIN, NAMES, PATHS, PORTS, ROOT_
 from soperator.render.common import Obj, content_hash, metadata, object_name
 
 SLURM_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf", "gres.conf")
+# In slurm.conf when it names slurmdbd (templates/slurm.conf.j2).
+ACCOUNTING_LINE = "AccountingStorageType=accounting_storage/slurmdbd"
 
 
 @lru_cache(maxsize=1)

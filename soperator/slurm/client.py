@@ -24,7 +24,9 @@ from soperator.slurm.nodes import JobsResponse, NodesResponse, SlurmJob, SlurmNo
 
 API = "/slurm/v0.0.44"
 # Slurm 24.11's slurmrestd serves v0.0.40 to v0.0.42 only: a cluster on it (one being upgraded, until
-# its slurmctld moves) is read through v0.0.42, whose node and job fields the models read alike.
+# its slurmctld moves) is read through v0.0.42, whose node and job fields the models read alike. It
+# is asked for the whole list each time: with update_time, 24.11 fails the call ("Unable to query
+# partitions", measured) whenever the nodes changed and the partitions did not.
 LEGACY_API = "/slurm/v0.0.42"
 # FUTURE: slurmrestd hides node records that never registered unless asked. Naming any flag replaces
 # its default set (ALL, DETAIL, MIXED), so MIXED is named too, or a partly used node reads ALLOCATED.
@@ -115,7 +117,7 @@ class SlurmRestClient:
         with self._node_list_lock:
             kept = self._node_list
         fields = [("flags", flag) for flag in NODE_FLAGS]
-        if kept is not None:
+        if kept is not None and self.api != LEGACY_API:
             fields.append(("update_time", str(kept.last_update)))
         body = self._call("GET", "/nodes", fields)
         if body is None:

@@ -11,13 +11,16 @@ Every failure raises, as the REST client's do: Slurm's figures are either all th
 """
 from __future__ import annotations
 
+import threading
 from typing import Callable
+from weakref import WeakKeyDictionary
 
 import urllib3
 from prometheus_client import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from soperator.slurm.client import TOKEN_HEADER, SlurmApiError, SlurmAuthError, SlurmUnreachable, read_pool
+from soperator.slurm.client import (TOKEN_HEADER, SlurmApiError, SlurmAuthError, SlurmRestClient, SlurmUnreachable,
+                                    read_pool)
 
 # The bounded sets. /metrics/jobs-users-accts is left out: a series per user and account, which
 # Slurm's own guide advises against storing.
@@ -53,3 +56,17 @@ class SlurmMetricsClient:
 
     def scrape_all(self) -> list[Metric]:
         return [family for metric_set in METRIC_SETS for family in self.scrape(metric_set)]
+
+
+_kept: WeakKeyDictionary[SlurmRestClient, SlurmMetricsClient] = WeakKeyDictionary()
+_kept_lock = threading.Lock()
+
+
+def metrics_client(rest: SlurmRestClient, url: str) -> SlurmMetricsClient:
+    """The metrics client of the cluster `rest` reads, with its token: one per REST client, so kept as
+    long as slurm.cluster_client.SlurmClients keeps that (its connections too), and made anew with it."""
+    with _kept_lock:
+        kept = _kept.get(rest)
+        if kept is None or kept.base_url != url.rstrip("/"):
+            kept = _kept[rest] = SlurmMetricsClient(url, rest.token)
+        return kept

@@ -36,7 +36,7 @@ def _template(kube: Kube, namespace: str, name: str) -> tuple[str, str]:
 
 def _mark_ready(kubectl, namespace: str, pod: str) -> None:
     kubectl("-n", namespace, "patch", "pod", pod, "--subresource=status", "--type=merge", "-p", json.dumps(
-        {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+        {"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}))
 
 
 def _pod(kube: Kube, namespace: str, name: str) -> dict | None:
@@ -116,3 +116,28 @@ def test_a_downgrade_is_refused_and_nothing_changes(kube, kubectl, crd_installed
     assert kube.writes - before <= 2
     assert {sts: _sts(kube, namespace, sts)["metadata"]["resourceVersion"] for sts in versions} == versions
     assert kube.get("v1", "ConfigMap", namespace, "dn-slurm-configs")["metadata"]["resourceVersion"] == config
+
+
+def test_slurm_conf_keeps_naming_slurmdbd_while_it_restarts(kube, kubectl, crd_installed, namespace):
+    """slurmdbd first answers: slurm.conf names it. slurmdbd goes away (its upgrade, a rescheduled pod):
+    slurm.conf keeps naming it, since slurmctld keeps the records for it meanwhile; a config without it
+    would lose them (and reconfigure slurmctld twice)."""
+    _create(kubectl, namespace, "acct", nodeSets=[{"name": "cpu", "replicas": 1}], accounting={"enabled": True})
+    reconcile(kube, _body(kube, namespace, "acct"))
+    _finish_job(kubectl, namespace, "acct-populate-jail")
+    conf = lambda: kube.get("v1", "ConfigMap", namespace, "acct-slurm-configs")["data"]["slurm.conf"]  # noqa: E731
+    reconcile(kube, _body(kube, namespace, "acct"))
+    assert "AccountingStorageType" not in conf()  # never answered yet
+    for sts in ("acct-slurmdbd", "acct-database"):
+        _settle(kube, kubectl, namespace, sts)
+        until(lambda: (_sts(kube, namespace, sts)["status"].get("readyReplicas") or 0) == 1, 30, f"{sts} ready")
+    reconcile(kube, _body(kube, namespace, "acct"))
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in conf()
+
+    kubectl("-n", namespace, "delete", "pod", "acct-slurmdbd-0", "--wait=false")
+    until(lambda: (_sts(kube, namespace, "acct-slurmdbd")["status"].get("readyReplicas") or 0) == 0, 60,
+          "slurmdbd not ready")
+    reconcile(kube, _body(kube, namespace, "acct"))
+    cond = next(c for c in _body(kube, namespace, "acct")["status"]["conditions"] if c["type"] == "AccountingReady")
+    assert cond["status"] == "False"
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in conf()

@@ -11,11 +11,13 @@ from soperator.keys import generate_jwt_key, generate_munge_key
 from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from soperator.render.controller import controller_stateful_set
 from soperator.render.worker import worker_stateful_set
-from soperator.slurm import SlurmAuthError, SlurmRestClient, SlurmUnreachable, mint_token
+from soperator.slurm import SlurmAuthError, SlurmError, SlurmRestClient, SlurmUnreachable, mint_token
+from soperator.slurm.client import API, LEGACY_API
+from soperator.slurm.cluster_client import rest_api
 from tests.conftest import make_cluster
 from tests.support.rest_forward import RestForwarder
 from tests.support.rest_slurm import REGISTERED
-from tests.support.slurm import SlurmSandbox
+from tests.support.slurm import SlurmSandbox, node_image
 from tests.support.thin_jail import make_thin_jail
 from tests.support.wait import until
 
@@ -128,3 +130,42 @@ def test_the_daemons_answer_their_pods_probes_with_no_token(rest_slurm):
             status = rest_slurm.run("python3", "-c", PROBE, str(get["port"]), get["path"]).strip()
             asked.append((get["path"], status))
     assert asked == [("/readyz", "204"), ("/livez", "204")] * 2
+
+
+def test_a_24_11_slurmctld_is_read_and_acted_on_through_v0_0_42(tmp_path):
+    """A cluster still on Slurm 24.11 (one being upgraded, until its slurmctld moves) serves v0.0.40 to
+    v0.0.42 only: the operator's client for it (slurm.cluster_client.rest_api) lists its nodes, FUTURE
+    placeholders and partly used nodes as they are, its jobs, and drains and resumes, on the real 24.11
+    slurmctld and slurmrestd (Debian trixie's, images/build.py --slurm 24.11); v0.0.44 is not there."""
+    cluster = make_cluster(name="old", slurmVersion="24.11", nodeSets=[{"name": "cpu", "replicas": 1, "cpus": 2}],
+                           slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
+                                        "extra": {"SchedulerParameters": "batch_sched_delay=0"}})
+    key, node = generate_jwt_key(), "old-cpu-0"
+    with SlurmSandbox(tmp_path / "box", slurm_files(cluster), controller_host(cluster), generate_munge_key(),
+                      names=[node], slurmd=node, node_conf=worker_node_conf(cluster.spec.node_sets[0]), jwt_key=key,
+                      rest=True, jail=make_thin_jail(tmp_path / "jail"), image=node_image(release="24.11")) as box:
+        assert box.status["ready"], (box.status, box.log("slurmd.log"), box.log("slurmrestd.log"))
+        assert "24.11" in box.run("sinfo", "--version").stdout
+        forwarder, job = RestForwarder(str(SlurmSandbox.rest_socket(tmp_path / "box"))), ""
+        try:
+            assert rest_api("24.11") == LEGACY_API and rest_api("26.05") == API
+            client = SlurmRestClient(forwarder.url, lambda: mint_token(key), retries=0, api=rest_api("24.11"))
+            nodes = {n.name: n for n in client.list_nodes()}
+            assert nodes[node].category() == "idle" and nodes["old-cpu-future"].category() == "notRegistered"
+            job = box.run("sbatch", "--parsable", "-n1", "--mem=1", "-o", "/dev/null", "--wrap", "sleep 120").stdout.strip()
+            until(lambda: box.run("squeue", "-h", "-j", job, "-o", "%T").stdout.strip() == "RUNNING", 60,
+                  f"job {job} to run")
+            assert {n.name: n for n in client.list_nodes()}[node].category() == "mixed"
+            assert [(j.job_id, j.nodes, j.running()) for j in client.list_jobs()] == [(int(job), [node], True)]
+            client.drain(node, "soperator: test")
+            assert "DRAIN" in box.run("scontrol", "-o", "show", "node", node).stdout
+            assert {n.name: n for n in client.list_nodes()}[node].category() == "draining"
+            client.resume(node)
+            assert "DRAIN" not in box.run("scontrol", "-o", "show", "node", node).stdout
+            newer = SlurmRestClient(forwarder.url, lambda: mint_token(key), retries=0)
+            with pytest.raises(SlurmError):
+                newer.list_nodes()
+        finally:
+            forwarder.close()
+            if job:
+                box.run("scancel", job)

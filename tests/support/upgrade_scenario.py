@@ -1,0 +1,136 @@
+"""A running Slurm 24.11 cluster (the quick start's, with accounting) upgraded in place to 26.05 by one
+change of `spec.slurmVersion`, with a job running across the upgrade and one queued behind it.
+
+Shared by tests/kube/test_upgrade_e2e.py, which asserts on what it saw, and `bench.local_node
+upgrade`, which reports it. Everything a user does goes through ssh to the login node (root in the
+jail); the operator, in cluster, does the rest.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+import paramiko
+
+from tests.cluster.node import NODE_IP
+from tests.support.ssh_session import connect, run
+from tests.support.wait import until
+
+PARTS = ("accounting", "controller", "workers", "login")
+# Long enough to be running when the workers' turn comes (slurmdbd and slurmctld move first).
+RUNNING_JOB_SECONDS = 150
+
+
+class Login:
+    """root's ssh session on the login node; made anew when the upgrade replaces the login pod."""
+
+    def __init__(self, port: int, key: paramiko.PKey):
+        self.port, self.key = port, key
+        self.client = connect(NODE_IP, port, "root", key, timeout=30)
+
+    def run(self, command: str, timeout: float = 120) -> str:
+        code, out, err = run(self.client, command, timeout)
+        if code != 0:
+            raise AssertionError(f"`{command}` exited {code}: {out}{err}")
+        return out
+
+    def reconnect(self) -> None:
+        self.client.close()
+        self.client = until(lambda: _try_connect(self.port, self.key), 180, "ssh to the new login pod", interval=2)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _try_connect(port: int, key: paramiko.PKey) -> paramiko.SSHClient | None:
+    try:
+        return connect(NODE_IP, port, "root", key, timeout=10)
+    except (OSError, paramiko.SSHException):
+        return None
+
+
+@dataclass
+class UpgradeRun:
+    seconds: float = 0.0  # slurmVersion changed -> condition SlurmUpgraded True
+    moved: dict[str, float] = field(default_factory=dict)  # part -> seconds until all its pods ran the new release
+    order: list[str] = field(default_factory=list)  # parts in the order they finished moving
+    # (controller's releases, the workers' node versions, the running job's state), whenever a worker
+    # still ran the old slurmd under the new slurmctld
+    mixed: list[tuple[list[str], list[str], str]] = field(default_factory=list)
+    jobs: dict[str, str] = field(default_factory=dict)  # name -> sacct State|ExitCode after the upgrade
+    status: dict = field(default_factory=dict)  # status.slurmRelease at the end
+    ctld_version: str = ""
+    node_versions: list[str] = field(default_factory=list)
+
+    @property
+    def killed(self) -> int:
+        """Jobs that ended any other way than COMPLETED 0:0."""
+        return sum(state != "COMPLETED|0:0" for state in self.jobs.values())
+
+
+def _cluster(kubectl, namespace: str, name: str) -> dict:
+    return json.loads(kubectl("-n", namespace, "get", "slurmcluster", name, "-o", "json").stdout)
+
+
+def _condition(body: dict, kind: str) -> dict:
+    return next((c for c in (body.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def _node_versions(login: Login) -> list[str]:
+    lines = login.run("scontrol -o show node").splitlines()
+    return sorted(ln.split("Version=")[1].split()[0] for ln in lines if "Version=" in ln)
+
+
+def _sacct(login: Login, job: str) -> str:
+    return login.run(f"sacct -a -n -X -P -j {job} -o State,ExitCode || true").strip()
+
+
+def upgrade(kubectl, namespace: str, name: str, login: Login, new: str = "26.05", timeout: float = 1200) -> UpgradeRun:
+    out = UpgradeRun()
+    login.run("mkdir -p /root/upgrade")
+    history = login.run("sbatch --parsable --wait -o /dev/null --wrap true").strip()
+    until(lambda: _sacct(login, history) == "COMPLETED|0:0", 120, "the first job's record in sacct", interval=2)
+    running = login.run(f"sbatch --parsable -N1 -o /root/upgrade/running.out --wrap 'sleep {RUNNING_JOB_SECONDS}; "
+                        "echo done'").strip()
+    until(lambda: "JobState=RUNNING" in login.run(f"scontrol -o show job {running}"), 120, "the long job to run")
+    # Both workers: it waits for the long job's node, and runs once it is free.
+    queued = login.run("sbatch --parsable -N2 -o /root/upgrade/queued.out --wrap 'srun hostname'").strip()
+    assert "JobState=PENDING" in login.run(f"scontrol -o show job {queued}")
+
+    kubectl("-n", namespace, "patch", "slurmcluster", name, "--type=merge", "-p",
+            json.dumps({"spec": {"slurmVersion": new}}))
+    began = time.monotonic()
+    login_replaced = False
+    while True:
+        elapsed = time.monotonic() - began
+        assert elapsed < timeout, f"not upgraded after {timeout:.0f} s: {_cluster(kubectl, namespace, name).get('status')}"
+        body = _cluster(kubectl, namespace, name)
+        releases = (body.get("status") or {}).get("slurmRelease") or {}
+        for part in PARTS:
+            if part not in out.moved and releases.get(part) == [new]:
+                out.moved[part] = round(elapsed, 1)
+                out.order.append(part)
+        cond = _condition(body, "SlurmUpgraded")
+        if cond.get("status") == "True" and cond.get("observedGeneration") == body["metadata"]["generation"]:
+            out.seconds = round(elapsed, 1)
+            break
+        if not login_replaced and "login" not in out.moved:
+            try:
+                versions = _node_versions(login)
+                old = [v for v in versions if not v.startswith(new)]
+                if releases.get("controller") == [new] and old:
+                    state = login.run(f"scontrol -o show job {running}").split("JobState=")[1].split()[0]
+                    out.mixed.append((releases["controller"], versions, state))
+            except (AssertionError, OSError, EOFError, paramiko.SSHException):
+                login_replaced = True  # the login pod went: its session with it
+        time.sleep(3)
+
+    login.reconnect()
+    until(lambda: _sacct(login, queued) == "COMPLETED|0:0", 300, "the queued job to run and complete", interval=3)
+    until(lambda: _sacct(login, running) not in ("", "RUNNING|0:0"), 300, "the long job to end", interval=3)
+    out.jobs = {"before": _sacct(login, history), "running": _sacct(login, running), "queued": _sacct(login, queued)}
+    out.ctld_version = login.run("scontrol show config | grep '^SLURM_VERSION'").split("=")[1].strip()
+    out.node_versions = _node_versions(login)
+    out.status = (_cluster(kubectl, namespace, name).get("status") or {}).get("slurmRelease") or {}
+    return out
