@@ -166,7 +166,8 @@ def bench_upgrade(cluster: LocalCluster) -> dict:
         finally:
             login.close()
     return {"24.11 -> 26.05 (s)": run.seconds, "each part done at (s)": run.moved, "jobs killed": run.killed,
-            "jobs (sacct)": run.jobs, "mixed-window samples": len(run.mixed), "node": NODE_IP}
+            "jobs (sacct)": run.jobs, "mixed-window samples": len(run.mixed),
+            "jail refill (populateJail.overwrite) to its clients on 26.05 (s)": run.jail_seconds, "node": NODE_IP}
 
 
 def bench_first_job(cluster: LocalCluster, rounds: int = 3) -> dict:

@@ -58,11 +58,13 @@ class ReleaseStatus(ApiModel):
     """Which Slurm release each part runs, as its pods say: two while it moves (see condition SlurmUpgraded)."""
 
     wanted: str = Field(description="spec.slurmVersion")
-    config: str = Field(description="the release slurm.conf is written for: the oldest daemon's")
+    config: str = Field(description="the release slurm.conf is written for: the oldest daemon's or jail client's")
     accounting: list[str] = Field(default_factory=list, description="slurmdbd and its database")
     controller: list[str] = Field(default_factory=list, description="slurmctld and slurmrestd")
     workers: list[str] = Field(default_factory=list)
     login: list[str] = Field(default_factory=list)
+    jail: list[str] = Field(default_factory=list, description="the jail's Slurm clients: the release it was last "
+                                                           "populated from (populateJail.overwrite refills it)")
 
 
 class SlurmClusterStatus(ApiModel):

@@ -28,7 +28,7 @@ from soperator.reconcile import observe
 from soperator.reconcile.node_actions import act_on_maintenance, act_on_plans, act_on_rollouts, remove_node_sets
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.plan import plan_node_sets
-from soperator.reconcile.upgrade import observe_parts, part_cluster, plan_upgrade
+from soperator.reconcile.upgrade import jail_release, observe_parts, part_cluster, plan_upgrade
 from soperator.reconcile.slurm_nodes import Connect, observe_slurm, slurm_status
 from soperator.slurm.cluster_client import connect_in_cluster
 from soperator.slurm.ctld_metrics import metrics_client
@@ -105,7 +105,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     """Observe (one snapshot), then the gates in order, then plan the node sets and act on the plan."""
     snap = observe.take(kube, cluster, body)
     conds = [Cond("SpecValid", True, "Valid", "spec accepted")]
-    upgrade = plan_upgrade(cluster.spec.slurm_version, observe_parts(snap))
+    upgrade = plan_upgrade(cluster.spec.slurm_version, observe_parts(snap), jail_release(snap))
     conds.append(upgrade.condition())
     if upgrade.refused:
         return Result("Error", conds, releases=upgrade.status())
@@ -119,7 +119,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     for obj in configs:
         ensure(kube, snap, obj)
     nudge_controller(kube, snap, next(c for c in configs if c["metadata"]["name"] == slurm_configs_name(cluster)))
-    populated = populate_state(kube, snap)
+    populated = populate_state(kube, snap, parts["login"])
     conds.append(populated)
     if not populated.ok:
         return Result("Error" if populated.ok is False else "Populating", conds + ([accounting] if accounting else []),

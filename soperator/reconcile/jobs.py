@@ -26,20 +26,21 @@ def _pod_reason(kube: Kube, cluster: SlurmCluster, job_name: str) -> str:
     return "no pod status"
 
 
-def _desired(snap: Snapshot) -> dict:
+def _desired(snap: Snapshot, cluster: SlurmCluster) -> dict:
     """An overwrite holds the Slurm nodes first, if the cluster has any (a node set's StatefulSet exists)."""
-    cluster = snap.cluster
     live = snap.node_set_stateful_sets()
     live_workers = cluster.spec.populate_jail.overwrite and any(n.name in live for n in cluster.spec.node_sets)
     return populate_jail_job(cluster, hold_nodes=live_workers)
 
 
-def populate_state(kube: Kube, snap: Snapshot) -> Cond:
+def populate_state(kube: Kube, snap: Snapshot, release_of: SlurmCluster | None = None) -> Cond:
+    """`release_of`: the cluster as its login nodes are rendered (reconcile/upgrade.py): a Job made now
+    fills the jail with their release's clients, never newer than a daemon still running."""
     cluster = snap.cluster
     name = populate_jail_job_name(cluster)
     live = snap.live("Job", name)
     if live is None:
-        snap.wrote(kube.apply(_desired(snap)))
+        snap.wrote(kube.apply(_desired(snap, release_of or cluster)))
         return Cond("JailPopulated", None, "JobCreated", f"Job {name} started")
     if live["metadata"].get("deletionTimestamp"):
         return Cond("JailPopulated", None, "Repopulating", f"waiting for the old Job {name} to go")

@@ -8,7 +8,11 @@ job is ended), the login nodes last. A part moves only once every part before it
 release and is ready. A part that waits keeps its StatefulSet's live images, so an admin who changed
 `images` and `slurmVersion` together sees the new images arrive in that order too.
 
-slurm.conf is written for the oldest daemon still running: 24.11 stops at a key it does not know.
+slurm.conf is written for the oldest Slurm still reading it: 24.11 stops at a key it does not know. The
+jail's own Slurm clients (sbatch, srun, sacct in login sessions and job steps) read it too, and they
+are the release the jail was last populated from: they move only when the admin refills the jail's
+system files from the new release's image (`populateJail.overwrite`, user data kept), so until then
+the config stays written for them.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from soperator.node.layout import (COMPONENT_LABEL, CONTROLLER, DATABASE, LOGIN,
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.observe import Snapshot
 from soperator.render.common import object_name
+from soperator.render.populate_jail import populate_jail_job_name
 
 # In Slurm's upgrade order. accounting: slurmdbd and its database; controller: slurmctld and slurmrestd.
 PARTS = ("accounting", "controller", "workers", "login")
@@ -65,11 +70,17 @@ class UpgradePlan:
             return Cond("SlurmUpgraded", False, "UpgradeRefused", self.refused)
         if self.waiting:
             return Cond("SlurmUpgraded", False, "Upgrading", self.waiting)
-        return Cond("SlurmUpgraded", True, "Current", f"every daemon runs Slurm {self.wanted}")
+        jail = self.running.get("jail") or [self.wanted]
+        if jail != [self.wanted]:
+            return Cond("SlurmUpgraded", True, "JailClientsOlder", (
+                f"every daemon runs Slurm {self.wanted}; the jail's Slurm clients are {', '.join(jail)}'s (Slurm "
+                f"serves them) and slurm.conf stays written for them: set populateJail.overwrite to refill the jail's "
+                f"system files from the {self.wanted} image (user data is kept)"))
+        return Cond("SlurmUpgraded", True, "Current", f"every daemon and the jail's clients run Slurm {self.wanted}")
 
     def status(self) -> dict:
         out = {"wanted": self.wanted, "config": self.config}
-        out.update({part: self.running[part] for part in PARTS if self.running.get(part)})
+        out.update({part: self.running[part] for part in (*PARTS, "jail") if self.running.get(part)})
         return out
 
 
@@ -108,10 +119,13 @@ def observe_parts(snap: Snapshot) -> dict[str, Part]:
     return out
 
 
-def plan_upgrade(wanted: str, parts: dict[str, Part]) -> UpgradePlan:
+def plan_upgrade(wanted: str, parts: dict[str, Part], jail: str | None = None) -> UpgradePlan:
     """Each part at `wanted` once every part before it runs `wanted`, settled; else at its own (oldest)
-    release. A cluster with no part yet starts at `wanted`."""
+    release. A cluster with no part yet starts at `wanted`. `jail`: the release of the jail's clients
+    (jail_release), if it was populated."""
     running = {p: sorted(parts[p].running | parts[p].templates, key=releases.key) for p in PARTS}
+    if jail:
+        running["jail"] = [jail]
     seen = {r for rs in running.values() for r in rs}
     for release in sorted(seen, key=releases.key):
         why = releases.refusal(release, wanted)
@@ -130,6 +144,20 @@ def plan_upgrade(wanted: str, parts: dict[str, Part]) -> UpgradePlan:
             waiting = _waiting_note(part, wanted, state)
     config = releases.oldest(seen | {wanted})
     return UpgradePlan(wanted, rendered, config, running, held, waiting=waiting)
+
+
+def jail_release(snap: Snapshot) -> str | None:
+    """The release the jail's Slurm clients are: the populate-jail Job's that last succeeded. While a
+    refill runs (or failed) the jail holds both, and the one recorded before stands for it."""
+    job = snap.live("Job", populate_jail_job_name(snap.cluster))
+    recorded = ((snap.body.get("status") or {}).get("slurmRelease") or {}).get("jail") or []
+    succeeded = job is not None and any(c.get("type") == "Complete" and c.get("status") == "True"
+                                        for c in (job.get("status") or {}).get("conditions") or [])
+    if succeeded:
+        return release_of(job["spec"]["template"])
+    if recorded:
+        return releases.oldest(recorded)
+    return release_of(job["spec"]["template"]) if job is not None else None
 
 
 def _waiting_note(part: str, wanted: str, state: Part) -> str:

@@ -91,7 +91,8 @@ def test_parts_move_in_order_and_a_waiting_part_keeps_its_release(kube, kubectl,
     assert _template(kube, namespace, "up-login")[0] == OLD
     reconcile(kube, _body(kube, namespace, "up"))  # the status tells what a pass saw as it began
     status = _body(kube, namespace, "up")["status"]["slurmRelease"]
-    assert status == {"wanted": NEW, "config": OLD, "controller": [NEW], "workers": [OLD, NEW], "login": [OLD]}
+    assert status == {"wanted": NEW, "config": OLD, "controller": [NEW], "workers": [OLD, NEW], "login": [OLD],
+                      "jail": [OLD]}  # the populate Job that filled it was 24.11's
 
 
 def test_a_downgrade_is_refused_and_nothing_changes(kube, kubectl, crd_installed, namespace):

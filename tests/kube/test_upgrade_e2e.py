@@ -6,7 +6,9 @@ the quick start brings a 24.11 cluster up with accounting (its images built from
 slurmdbd moves first, then slurmctld, then the workers drain-first, login last; while the long job
 runs, its node keeps the 24.11 slurmd under the 26.05 slurmctld (the mixed window); no job is killed;
 the job that ran before the upgrade, the one running across it and the one queued behind it are all
-in sacct, COMPLETED; every daemon runs 26.05 after.
+in sacct, COMPLETED; every daemon runs 26.05 after. slurm.conf stays written for 24.11 while the jail's own clients are
+24.11's; the admin's `populateJail.overwrite` refills the jail from the 26.05 image (user data kept),
+and then the config is 26.05's too.
 """
 from __future__ import annotations
 
@@ -75,16 +77,24 @@ def _upgrade_and_check(local_cluster, tools, kubectl, namespace: str, key_file, 
         run = upgrade(kubectl, namespace, NAME, login, NEW)
     finally:
         login.close()
-    print(f"upgrade {OLD} -> {NEW}: {run.seconds} s; parts done at {run.moved}; jobs {run.jobs}")
+    print(f"upgrade {OLD} -> {NEW}: {run.seconds} s; parts done at {run.moved}; jobs {run.jobs}; "
+          f"jail refilled in {run.jail_seconds} s")
 
     assert run.order == list(PARTS), run.moved  # slurmdbd, slurmctld, workers, login
-    assert run.jobs == {"before": "COMPLETED|0:0", "running": "COMPLETED|0:0", "queued": "COMPLETED|0:0"}
+    assert run.jobs == {"before": "COMPLETED|0:0", "running": "COMPLETED|0:0", "queued": "COMPLETED|0:0"}, \
+        run.diagnosis
     assert run.killed == 0
     # The mixed window: a 24.11 slurmd served the running job under the 26.05 slurmctld.
     assert any(ctl == [NEW] and any(v.startswith(OLD) for v in versions) and job == "RUNNING"
                for ctl, versions, job in run.mixed), run.mixed
     assert run.ctld_version.startswith(NEW) and run.node_versions and all(v.startswith(NEW) for v in run.node_versions)
-    assert run.status == {"wanted": NEW, "config": NEW, **{part: [NEW] for part in PARTS}}
-    conf = kubectl("-n", namespace, "get", "configmap", f"{NAME}-slurm-configs", "-o",
-                   "jsonpath={.data.slurm\\.conf}").stdout
-    assert "MetricsType=metrics/openmetrics" in conf  # written for 26.05 once no 24.11 daemon is left
+    # Every daemon moved; the jail's clients are still 24.11's, and slurm.conf is written for them (they
+    # read it too: 24.11 stops at 25.11's keys).
+    status, cond = run.daemons_done
+    assert (cond["status"], cond["reason"]) == ("True", "JailClientsOlder") and "populateJail.overwrite" in cond["message"]
+    assert status == {"wanted": NEW, "config": OLD, **{part: [NEW] for part in PARTS}, "jail": [OLD]}
+    assert "MetricsType" not in run.config_before_jail
+    # The admin refills the jail's system files from the 26.05 image: its clients move, and the config with them.
+    assert run.jail_client.startswith(f"slurm {NEW}"), run.jail_client
+    assert run.status == {"wanted": NEW, "config": NEW, **{part: [NEW] for part in (*PARTS, "jail")}}
+    assert "MetricsType=metrics/openmetrics" in run.config

@@ -60,7 +60,13 @@ class UpgradeRun:
     mixed: list[tuple[list[str], list[str], str]] = field(default_factory=list)
     jobs: dict[str, str] = field(default_factory=dict)  # name -> sacct State|ExitCode after the upgrade
     status: dict = field(default_factory=dict)  # status.slurmRelease at the end
+    diagnosis: str = ""  # what Slurm says of the jobs, when one did not complete
     ctld_version: str = ""
+    daemons_done: tuple[dict, dict] = ({}, {})  # status.slurmRelease and condition SlurmUpgraded then
+    config_before_jail: str = ""  # slurm.conf once every daemon moved, the jail not yet
+    jail_seconds: float = 0.0  # populateJail.overwrite set -> the jail's clients on the new release
+    jail_client: str = ""  # `sinfo --version` in a login session after
+    config: str = ""
     node_versions: list[str] = field(default_factory=list)
 
     @property
@@ -84,6 +90,21 @@ def _node_versions(login: Login) -> list[str]:
 
 def _sacct(login: Login, job: str) -> str:
     return login.run(f"sacct -a -n -X -P -j {job} -o State,ExitCode || true").strip()
+
+
+def _ended(login: Login, job: str) -> bool:
+    """Neither waiting nor running (a job requeued and held after a failed launch waits for ever)."""
+    state = login.run(f"scontrol -o show job {job} || true")
+    return "JobState=" in state and state.split("JobState=")[1].split()[0] not in (
+        "PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "REQUEUED", "RESIZING", "SUSPENDED")
+
+
+def _diagnosis(login: Login, *jobs: str) -> str:
+    lines = [login.run(f"scontrol -o show job {job} || true").strip() for job in jobs]
+    lines.append(login.run("sacct -a -X -P -o JobID,State,ExitCode,NodeList,Reason%40 || true"))
+    lines.append(login.run("sinfo -N -o '%N %t %E' || true"))
+    lines.append(login.run("tail -n 20 /root/upgrade/*.out 2>&1 || true"))
+    return "\n".join(lines)
 
 
 def upgrade(kubectl, namespace: str, name: str, login: Login, new: str = "26.05", timeout: float = 1200) -> UpgradeRun:
@@ -127,10 +148,32 @@ def upgrade(kubectl, namespace: str, name: str, login: Login, new: str = "26.05"
         time.sleep(3)
 
     login.reconnect()
-    until(lambda: _sacct(login, queued) == "COMPLETED|0:0", 300, "the queued job to run and complete", interval=3)
-    until(lambda: _sacct(login, running) not in ("", "RUNNING|0:0"), 300, "the long job to end", interval=3)
+    try:
+        until(lambda: all(_ended(login, job) for job in (running, queued)), 300, "the jobs to end", interval=3)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}:\n{_diagnosis(login, running, queued)}") from None
     out.jobs = {"before": _sacct(login, history), "running": _sacct(login, running), "queued": _sacct(login, queued)}
+    if out.killed:
+        out.diagnosis = _diagnosis(login, running, queued)
     out.ctld_version = login.run("scontrol show config | grep '^SLURM_VERSION'").split("=")[1].strip()
     out.node_versions = _node_versions(login)
+    body = _cluster(kubectl, namespace, name)
+    out.daemons_done = ((body.get("status") or {}).get("slurmRelease") or {}, _condition(body, "SlurmUpgraded"))
+    out.config_before_jail = _slurm_conf(kubectl, namespace, name)
+
+    # The jail's own clients, refilled from the new release's image on the admin's word.
+    kubectl("-n", namespace, "patch", "slurmcluster", name, "--type=merge", "-p",
+            json.dumps({"spec": {"populateJail": {"overwrite": True}}}))
+    began = time.monotonic()
+    until(lambda: _condition(_cluster(kubectl, namespace, name), "SlurmUpgraded").get("reason") == "Current", 900,
+          "the jail refilled with the new release's clients", interval=3)
+    out.jail_seconds = round(time.monotonic() - began, 1)
+    out.jail_client = login.run("sinfo --version").strip()
     out.status = (_cluster(kubectl, namespace, name).get("status") or {}).get("slurmRelease") or {}
+    out.config = _slurm_conf(kubectl, namespace, name)
     return out
+
+
+def _slurm_conf(kubectl, namespace: str, name: str) -> str:
+    return kubectl("-n", namespace, "get", "configmap", f"{name}-slurm-configs", "-o",
+                   "jsonpath={.data.slurm\\.conf}").stdout

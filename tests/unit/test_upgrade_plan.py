@@ -106,3 +106,21 @@ def test_a_waiting_part_keeps_its_live_image_and_release():
     assert workers.spec.slurm_version == OLD and workers.spec.node_sets[0].image == "registry.example/w:old"
     assert part_cluster(cluster, plan, "config").spec.slurm_version == OLD
     assert cluster.spec.node_sets[0].image == "registry.example/w:new"  # the spec itself is untouched
+
+
+def test_the_jails_clients_keep_the_config_until_the_jail_is_refilled():
+    """Every daemon on 26.05, the jail still populated from 24.11: its sbatch and sacct read slurm.conf
+    too, so the config stays 24.11's, and the condition says how the jail moves."""
+    daemons = cluster_of({p: on(NEW) for p in ("accounting", "controller", "workers", "login")})
+    plan = plan_upgrade(NEW, daemons, jail=OLD)
+    assert plan.config == OLD and plan.waiting is None
+    cond = plan.condition()
+    assert (cond.ok, cond.reason) == (True, "JailClientsOlder") and "populateJail.overwrite" in cond.message
+    assert plan.status()["jail"] == [OLD]
+    assert plan_upgrade(NEW, daemons, jail=NEW).condition().reason == "Current"
+    assert plan_upgrade(NEW, daemons, jail=NEW).config == NEW
+
+
+def test_a_jail_too_old_for_the_wanted_release_is_refused():
+    plan = plan_upgrade("27.05", cluster_of({p: on(NEW) for p in ("controller", "workers")}), jail=OLD)
+    assert plan.refused and "24.11 to 27.05" in plan.refused
