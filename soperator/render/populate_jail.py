@@ -5,7 +5,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.node.layout import (ENV, HOLD_ANNOTATION, HOLD_NODES, OVERWRITE_ANNOTATION, PATHS, POPULATE_JAIL,
                                    RELEASE_NODES)
 from soperator.render.common import Obj, labels, metadata, object_name
-from soperator.render.nodes import (CONTROLLER_CAPABILITIES, jail_volumes, pull_secrets, root_security_context,
+from soperator.render.nodes import (CONTROLLER_CAPABILITIES, dns_config, jail_volumes, pull_secrets, root_security_context,
                                     slurm_mounts, slurm_volumes)
 
 # The fill gives every file its owner and mode (CHOWN, FOWNER), keeps setgid bits of files it gave away
@@ -60,7 +60,10 @@ def populate_jail_job(cluster: SlurmCluster, hold_nodes: bool | None = None) -> 
     if hold:
         pod |= {"initContainers": [_slurm_step(cluster, HOLD_NODES), container],
                 "containers": [_slurm_step(cluster, RELEASE_NODES)],
-                "volumes": jail + slurm_volumes(cluster)}
+                "volumes": jail + slurm_volumes(cluster),
+                # scontrol finds slurmctld by its bare pod name, as the nodes do (measured on the real
+                # node: without the search domains, hold-nodes timed out and the Job failed).
+                "dnsConfig": dns_config(cluster)}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

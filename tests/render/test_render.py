@@ -294,6 +294,8 @@ def test_an_overwrite_of_a_live_cluster_holds_the_nodes_around_the_fill():
     assert hold["securityContext"]["allowPrivilegeEscalation"] is False
     assert {m["name"] for m in hold["volumeMounts"]} == {"slurm-configs", "munge-key"}
     assert job["metadata"]["annotations"]["slurm.soperator.dev/hold-nodes"] == "true"
+    # slurm.conf names slurmctld by its pod name: the search domains make it resolve, as on the nodes.
+    assert "demo-controller.hpc.svc.cluster.local" in pod["dnsConfig"]["searches"]
     # A cluster with no workers yet has no slurmctld to ask: the overwrite fills at once.
     first = populate_jail_job(cluster, hold_nodes=False)["spec"]["template"]["spec"]
     assert "initContainers" not in first and first["containers"][0]["name"] == "populate-jail"
