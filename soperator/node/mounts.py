@@ -21,6 +21,8 @@ class Bind:
     is_dir: bool = True
     recursive: bool = False
     read_only: bool = False
+    # Left out when the jail has this file of its own: the jail's copy is what its Slurm can load.
+    unless_jail_has: str | None = None
 
 
 COMMON = (
@@ -33,7 +35,11 @@ COMMON = (
     Bind("/dev", recursive=True),
     Bind("/sys", recursive=True, read_only=True),
     Bind("/tmp"),
-    Bind(PATHS.lib_dir, read_only=True),
+    # The jail plugin for the jail's own Slurm clients (srun, sbatch read plugstack.conf too). A jail
+    # image carries its copy, built for the jail's Slurm release, which may be older than the node's
+    # while a cluster upgrades (measured: the jail's 24.11 srun refuses the node's 26.05 plugin,
+    # "Incompatible plugin version"); the node's is lent only to a jail without one.
+    Bind(PATHS.lib_dir, read_only=True, unless_jail_has=PATHS.chroot_plugin),
 )
 WORKER = COMMON + (Bind(PATHS.worker_spool),)
 # Workers of a node set with Pyxis: Pyxis's and enroot's runtime files, node-local (the pod's volume),
@@ -109,10 +115,15 @@ def harden_jail(jail: str) -> list[str]:
     return done
 
 
+def wanted_in(jail: str, binds: tuple[Bind, ...]) -> list[Bind]:
+    """The binds this jail gets: all but those whose file the jail has of its own."""
+    return [b for b in binds if not (b.unless_jail_has and os.path.lexists(jail + b.unless_jail_has))]
+
+
 def bind_into_jail(jail: str, binds: tuple[Bind, ...]) -> list[str]:
     """Make each node path visible at the same path in the jail; returns what was mounted."""
     done = []
-    for b in binds:
+    for b in wanted_in(jail, binds):
         if os.path.exists(b.path) and bind(b.path, jail + b.path, is_dir=b.is_dir, recursive=b.recursive,
                                            read_only=b.read_only):
             done.append(b.path)
