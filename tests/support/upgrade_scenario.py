@@ -53,8 +53,8 @@ def _try_connect(port: int, key: paramiko.PKey) -> paramiko.SSHClient | None:
 @dataclass
 class UpgradeRun:
     seconds: float = 0.0  # slurmVersion changed -> condition SlurmUpgraded True
-    moved: dict[str, float] = field(default_factory=dict)  # part -> seconds until all its pods ran the new release
-    order: list[str] = field(default_factory=list)  # parts in the order they finished moving
+    moved: dict[str, float] = field(default_factory=dict)  # part -> seconds when the operator began moving it
+    order: list[str] = field(default_factory=list)  # the parts in the order the operator moved them
     # (controller's releases, the workers' node versions, the running job's state), whenever a worker
     # still ran the old slurmd under the new slurmctld
     mixed: list[tuple[list[str], list[str], str]] = field(default_factory=list)
@@ -81,6 +81,17 @@ def _cluster(kubectl, namespace: str, name: str) -> dict:
 
 def _condition(body: dict, kind: str) -> dict:
     return next((c for c in (body.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+# What SlurmUpgraded's message calls each part while it moves (reconcile/upgrade.py).
+_MOVING = {"slurmdbd": "accounting", "slurmctld": "controller", "the workers": "workers", "the login nodes": "login"}
+
+
+def _moving(cond: dict) -> str | None:
+    if cond.get("reason") != "Upgrading":
+        return None
+    what = cond.get("message", "").split(": ", 1)[-1]
+    return next((part for name, part in _MOVING.items() if what.startswith(name + " ")), None)
 
 
 def _node_versions(login: Login) -> list[str]:
@@ -128,11 +139,11 @@ def upgrade(kubectl, namespace: str, name: str, login: Login, new: str = "26.05"
         assert elapsed < timeout, f"not upgraded after {timeout:.0f} s: {_cluster(kubectl, namespace, name).get('status')}"
         body = _cluster(kubectl, namespace, name)
         releases = (body.get("status") or {}).get("slurmRelease") or {}
-        for part in PARTS:
-            if part not in out.moved and releases.get(part) == [new]:
-                out.moved[part] = round(elapsed, 1)
-                out.order.append(part)
         cond = _condition(body, "SlurmUpgraded")
+        moving = _moving(cond)
+        if moving and (not out.order or out.order[-1] != moving):
+            out.order.append(moving)  # the part the operator moves now, as its condition says
+            out.moved[moving] = round(elapsed, 1)
         if cond.get("status") == "True" and cond.get("observedGeneration") == body["metadata"]["generation"]:
             out.seconds = round(elapsed, 1)
             break
@@ -143,7 +154,9 @@ def upgrade(kubectl, namespace: str, name: str, login: Login, new: str = "26.05"
                 if releases.get("controller") == [new] and old:
                     state = login.run(f"scontrol -o show job {running}").split("JobState=")[1].split()[0]
                     out.mixed.append((releases["controller"], versions, state))
-            except (AssertionError, OSError, EOFError, paramiko.SSHException):
+            except AssertionError:
+                pass  # slurmctld restarting: no answer this time
+            except (OSError, EOFError, paramiko.SSHException):
                 login_replaced = True  # the login pod went: its session with it
         time.sleep(3)
 
