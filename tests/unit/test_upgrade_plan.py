@@ -124,3 +124,14 @@ def test_the_jails_clients_keep_the_config_until_the_jail_is_refilled():
 def test_a_jail_too_old_for_the_wanted_release_is_refused():
     plan = plan_upgrade("27.05", cluster_of({p: on(NEW) for p in ("controller", "workers")}), jail=OLD)
     assert plan.refused and "24.11 to 27.05" in plan.refused
+
+
+def test_a_pod_an_older_operator_made_counts_as_24_11():
+    """Objects made before releases were labelled: every soperator release until then ran 24.11 only,
+    so a cluster of it, under this operator's default of 26.05, upgrades rather than being re-rendered."""
+    from soperator.reconcile.upgrade import release_of
+
+    assert release_of({"metadata": {"labels": {"app.kubernetes.io/name": "soperator"}}}) == OLD
+    assert release_of({"metadata": {"labels": {"slurm.soperator.dev/slurm-release": NEW}}}) == NEW
+    plan = plan_upgrade(NEW, cluster_of({"controller": on(release_of({"metadata": {}})), "workers": on(OLD)}))
+    assert plan.parts["controller"] == NEW and plan.parts["workers"] == OLD and plan.config == OLD
