@@ -141,7 +141,7 @@ def _install_images(cluster: LocalCluster, slurm_version: str | None = None) -> 
     tools = ensure_tools()
     os.environ["PATH"] = f"{tools['kubectl'].parent}:{os.environ['PATH']}"
     cluster.up()
-    refs = quickstart._image_refs(SimpleNamespace(slurm_version=slurm_version))
+    refs = quickstart.image_refs(SimpleNamespace(slurm_version=slurm_version))
     began = time.monotonic()
     cluster.node.import_images(refs)
     return time.monotonic() - began
@@ -151,7 +151,8 @@ def bench_upgrade(cluster: LocalCluster) -> dict:
     import paramiko
 
     from tests.kube.conftest import Kubectl
-    from tests.support.upgrade_scenario import Login, upgrade
+    from tests.support.ssh_session import Login
+    from tests.support.upgrade_scenario import upgrade
 
     _install_images(cluster, "24.11")
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,7 +161,7 @@ def bench_upgrade(cluster: LocalCluster) -> dict:
         args, _ = _installed(cluster, "upg", key, slurm_version="24.11", accounting=True)
         kubectl = Kubectl(ensure_tools()["kubectl"], cluster.plane.kubeconfig)
         port = int(kubectl("-n", "bench", "get", "service", "upg-login", "-o", "jsonpath={.spec.ports[0].nodePort}").stdout)
-        login = Login(port, paramiko.Ed25519Key.from_private_key_file(str(key)))
+        login = Login(NODE_IP, port, paramiko.Ed25519Key.from_private_key_file(str(key)), timeout=120)
         try:
             run = upgrade(kubectl, "bench", "upg", login)
         finally:

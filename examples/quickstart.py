@@ -81,7 +81,7 @@ def _say(note: str) -> None:
     print(f"  {note}", flush=True)
 
 
-def _image_refs(args) -> list[str]:
+def image_refs(args) -> list[str]:
     """Every image of the default release, and the Slurm images of the one asked for if another."""
     from images.build import SLURM_RELEASE, build_all, image_ref
 
@@ -95,7 +95,7 @@ def _image_refs(args) -> list[str]:
 
 
 def import_local_images(args) -> None:
-    imported = local_cluster(args).node.import_images(_image_refs(args), progress=_say)
+    imported = local_cluster(args).node.import_images(image_refs(args), progress=_say)
     print(f"  imported into containerd: {', '.join(imported) or 'nothing new'}", flush=True)
 
 
@@ -115,7 +115,7 @@ def load_kind_images(args) -> None:
     from images.podman import podman
 
     with tempfile.TemporaryDirectory() as tmp:
-        for number, ref in enumerate(_image_refs(args)):
+        for number, ref in enumerate(image_refs(args)):
             archive = f"{tmp}/{number}.tar"
             podman("save", "--format", "docker-archive", "-o", archive, ref)
             run("kind", "load", "image-archive", archive, "--name", args.kind_name)

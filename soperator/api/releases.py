@@ -15,6 +15,8 @@ DEFAULT = "26.05"
 UPGRADE_WINDOW = 3
 # The first release of features the config and the probes use.
 OPENMETRICS = "25.11"  # MetricsType, SlurmctldHttpAuthParameters; the daemons' /livez and /readyz
+DATA_PARSER_V0_0_44 = "25.11"  # slurmrestd's v0.0.44 (24.11 serves up to v0.0.42)
+HEALTH_CHECK_TIMEOUT = "25.05"  # 24.11 stops at HealthCheckTimeout (measured: "unrecognized key")
 
 
 def key(release: str) -> tuple[int, int]:
@@ -47,7 +49,7 @@ def refusal(running: str, wanted: str) -> str | None:
     n = steps(running, wanted)
     if n < 0:
         return (f"a downgrade from Slurm {running} to {wanted}: Slurm's daemons cannot read a newer release's "
-                "state or database; set slurmVersion back to {running}".replace("{running}", running))
+                f"state or database; set slurmVersion back to {running}")
     if n > UPGRADE_WINDOW:
         return (f"Slurm {running} to {wanted} jumps {n} releases; Slurm upgrades in place over at most "
                 f"{UPGRADE_WINDOW}: upgrade to an intermediate release first")

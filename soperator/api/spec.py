@@ -34,7 +34,7 @@ class Images(ApiModel):
         default_factory=list, max_length=16,
         description="Secrets (kubernetes.io/dockerconfigjson) every pod of the cluster pulls its image with")
 
-    def ref(self, component: str, release: str = releases.DEFAULT) -> str:
+    def ref(self, component: str, release: str) -> str:
         """An image given in full must carry the release spec.slurmVersion names."""
         given = getattr(self, component.replace("-", "_"))
         return given or f"{self.registry}/{component}:{releases.image_tag(release)}"
@@ -399,6 +399,10 @@ class SlurmClusterSpec(ApiModel):
          "!self.jail.subMounts.exists(j, " + overlap_rule("j.mountPath", "n.localVolume.mountPath") + ")))",
          "a node set's subMounts and localVolume may not share a name or a path with spec.jail.subMounts, "
          "nor lie inside or around one")))
+
+    def image(self, component: str) -> str:
+        """The component's image for the release the spec runs (images.ref)."""
+        return self.images.ref(component, self.slurm_version)
 
     @field_validator("node_sets")
     @classmethod

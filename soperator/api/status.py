@@ -55,7 +55,8 @@ class NodeSetStatus(ApiModel):
 
 
 class ReleaseStatus(ApiModel):
-    """Which Slurm release each part runs, as its pods say: two while it moves (see condition SlurmUpgraded)."""
+    """Which Slurm release each part runs, as its pods and StatefulSets say: two while it moves (see
+    condition SlurmUpgraded)."""
 
     wanted: str = Field(description="spec.slurmVersion")
     config: str = Field(description="the release slurm.conf is written for: the oldest daemon's or jail client's")

@@ -9,7 +9,7 @@ from soperator.reconcile.observe import Snapshot
 from soperator.render.populate_jail import populate_jail_job, populate_jail_job_name
 
 
-def _job_condition(job: dict, kind: str) -> dict | None:
+def job_condition(job: dict, kind: str) -> dict | None:
     for cond in (job.get("status") or {}).get("conditions") or []:
         if cond.get("type") == kind and cond.get("status") == "True":
             return cond
@@ -46,14 +46,14 @@ def populate_state(kube: Kube, snap: Snapshot, release_of: SlurmCluster | None =
         return Cond("JailPopulated", None, "Repopulating", f"waiting for the old Job {name} to go")
     want = "true" if cluster.spec.populate_jail.overwrite else "false"
     have = (live["metadata"].get("annotations") or {}).get(OVERWRITE_ANNOTATION)
-    finished = _job_condition(live, "Complete") or _job_condition(live, "Failed")
+    finished = job_condition(live, "Complete") or job_condition(live, "Failed")
     if have != want and finished:
         # A Job's pod template cannot change: a new overwrite setting means a new Job.
         kube.delete("batch/v1", "Job", cluster.namespace, name)
         return Cond("JailPopulated", None, "Repopulating", f"populateJail.overwrite={want}: Job {name} recreated")
-    if _job_condition(live, "Complete"):
+    if job_condition(live, "Complete"):
         return Cond("JailPopulated", True, "JobSucceeded", f"Job {name} succeeded")
-    failed = _job_condition(live, "Failed")
+    failed = job_condition(live, "Failed")
     if failed:
         return Cond("JailPopulated", False, "JobFailed",
                     f"Job {name} failed: {failed.get('reason')}: {_pod_reason(kube, cluster, name)}")

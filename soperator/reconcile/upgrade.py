@@ -23,6 +23,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.node.layout import (COMPONENT_LABEL, CONTROLLER, DATABASE, LOGIN, REVISION_LABEL, SLURM_RELEASE_LABEL,
                                    SLURMDBD, UNLABELLED_RELEASE, WORKER)
 from soperator.reconcile.conditions import Cond
+from soperator.reconcile.jobs import job_condition
 from soperator.reconcile.observe import Snapshot
 from soperator.render.common import object_name
 from soperator.render.populate_jail import populate_jail_job_name
@@ -130,7 +131,7 @@ def plan_upgrade(wanted: str, parts: dict[str, Part], jail: str | None = None) -
     for release in sorted(seen, key=releases.key):
         why = releases.refusal(release, wanted)
         if why:
-            current = {p: min(rs, key=releases.key) for p, rs in running.items() if rs}
+            current = {p: releases.oldest(rs) for p, rs in running.items() if rs}
             return UpgradePlan(wanted, current, releases.oldest(seen), running, refused=why)
     rendered, waiting, held = {}, None, {}
     for part in PARTS:
@@ -151,9 +152,7 @@ def jail_release(snap: Snapshot) -> str | None:
     refill runs (or failed) the jail holds both, and the one recorded before stands for it."""
     job = snap.live("Job", populate_jail_job_name(snap.cluster))
     recorded = ((snap.body.get("status") or {}).get("slurmRelease") or {}).get("jail") or []
-    succeeded = job is not None and any(c.get("type") == "Complete" and c.get("status") == "True"
-                                        for c in (job.get("status") or {}).get("conditions") or [])
-    if succeeded:
+    if job is not None and job_condition(job, "Complete"):
         return release_of(job["spec"]["template"])
     if recorded:
         return releases.oldest(recorded)

@@ -55,7 +55,7 @@ def _pod(cluster: SlurmCluster, name: str, image: str, port: int, env: list[Obj]
 
 
 def slurmdbd_stateful_set(cluster: SlurmCluster, conf_secret: str) -> Obj:
-    pod = _pod(cluster, SLURMDBD, cluster.spec.images.ref("controller", cluster.spec.slurm_version), PORTS.slurmdbd,
+    pod = _pod(cluster, SLURMDBD, cluster.spec.image("controller"), PORTS.slurmdbd,
                [{"name": ENV.component, "value": SLURMDBD}],
                slurm_mounts(configs=False) + [{"name": "slurmdbd-conf", "mountPath": PATHS.slurmdbd_conf_dir,
                                                "readOnly": True}],
@@ -73,7 +73,7 @@ def database_stateful_set(cluster: SlurmCluster) -> Obj:
     managed = cluster.spec.accounting.managed
     data_volumes, claim_templates = persistent_volume("data", managed.claim_name, managed.size,
                                                       managed.storage_class_name)
-    pod = _pod(cluster, DATABASE, cluster.spec.images.ref("database", cluster.spec.slurm_version), PORTS.database,
+    pod = _pod(cluster, DATABASE, cluster.spec.image("database"), PORTS.database,
                [{"name": ENV.component, "value": DATABASE},
                 {"name": ENV.db_name, "value": MANAGED_DB_NAME},
                 {"name": ENV.db_user, "value": MANAGED_DB_USER}],

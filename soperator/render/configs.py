@@ -74,8 +74,8 @@ def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:
         "name": cluster.name, "namespace": cluster.namespace, "version": __version__,
         "release": cluster.spec.slurm_version,
         "openmetrics": releases.at_least(cluster.spec.slurm_version, releases.OPENMETRICS),
-        # 24.11 stops at HealthCheckTimeout (measured: "unrecognized key"); 26.05 warns without it.
-        "health_check_timeout": releases.at_least(cluster.spec.slurm_version, "25.05"),
+        # 26.05 warns without it; 24.11 stops at it.
+        "health_check_timeout": releases.at_least(cluster.spec.slurm_version, releases.HEALTH_CHECK_TIMEOUT),
         "paths": PATHS, "ports": PORTS, "ssh_host_key_types": SSH_HOST_KEY_TYPES,
         "cfg": cluster.spec.slurm_config, "node_sets": node_sets,
         "all_node_sets": [n.name for n in node_sets],

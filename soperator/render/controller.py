@@ -26,7 +26,7 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
     spool_volumes, claim_templates = _spool(cluster)
     container = {
         "name": "slurmctld",
-        "image": spec.images.ref("controller", spec.slurm_version),
+        "image": spec.image("controller"),
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": ENV.component, "value": CONTROLLER},
                 {"name": ENV.jail, "value": PATHS.jail}],
@@ -59,7 +59,7 @@ def _slurmrestd(cluster: SlurmCluster) -> Obj:
     checks (rest_auth/jwt); the process itself holds no key and no privilege."""
     return {
         "name": "slurmrestd",
-        "image": cluster.spec.images.ref("controller", cluster.spec.slurm_version),
+        "image": cluster.spec.image("controller"),
         "imagePullPolicy": cluster.spec.images.pull_policy,
         "command": ["slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/slurmctld", f"0.0.0.0:{PORTS.slurmrestd}"],
         # SLURM_JWT=daemon: libslurm takes auth/jwt for the callers' tokens; without it, measured,

@@ -15,7 +15,7 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
     spec = cluster.spec
     container = {
         "name": "sshd",
-        "image": spec.images.ref("login", spec.slurm_version),
+        "image": spec.image("login"),
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": ENV.component, "value": LOGIN},
                 {"name": ENV.jail, "value": PATHS.jail},

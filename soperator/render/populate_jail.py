@@ -21,7 +21,7 @@ def _slurm_step(cluster: SlurmCluster, role: str) -> Obj:
     """A container that talks to slurmctld as root (a Slurm admin) with the cluster's munge key."""
     return {
         "name": role,
-        "image": cluster.spec.images.ref("controller", cluster.spec.slurm_version),
+        "image": cluster.spec.image("controller"),
         "imagePullPolicy": cluster.spec.images.pull_policy,
         "env": [{"name": ENV.component, "value": role}],
         "volumeMounts": slurm_mounts(),
@@ -39,7 +39,7 @@ def populate_jail_job(cluster: SlurmCluster, hold_nodes: bool | None = None) -> 
     overwrite = "true" if spec.populate_jail.overwrite else "false"
     container = {
         "name": POPULATE_JAIL,
-        "image": spec.images.ref("populate-jail", spec.slurm_version),
+        "image": spec.image("populate-jail"),
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": ENV.jail, "value": PATHS.populate_target},
                 {"name": ENV.populate_overwrite, "value": overwrite}],

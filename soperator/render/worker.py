@@ -96,7 +96,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
     pyxis_env, pyxis_mounts, pyxis_volumes = _pyxis(cluster, node_set)
     container = {
         "name": "slurmd",
-        "image": node_set.image or spec.images.ref("worker", spec.slurm_version),
+        "image": node_set.image or spec.image("worker"),
         "imagePullPolicy": spec.images.pull_policy,
         "env": [{"name": ENV.component, "value": WORKER},
                 {"name": ENV.jail, "value": PATHS.jail},

@@ -25,7 +25,7 @@ def _jwt_key(kube: Kube, cluster: SlurmCluster) -> bytes | str:
 
 def rest_api(release: str) -> str:
     """The data parser slurmrestd of `release` serves that the operator reads: v0.0.44 from 25.11."""
-    return API if releases.at_least(release, "25.11") else LEGACY_API
+    return API if releases.at_least(release, releases.DATA_PARSER_V0_0_44) else LEGACY_API
 
 
 def connect_in_cluster(kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:

@@ -22,7 +22,9 @@ import pytest
 from images.build import build_all, image_ref
 from images.podman import PodmanError
 from tests.kube.conftest import adopt_crd
-from tests.support.upgrade_scenario import PARTS, Login, upgrade
+from tests.cluster.node import NODE_IP
+from tests.support.ssh_session import Login
+from tests.support.upgrade_scenario import PARTS, upgrade
 from tests.support_paths import ROOT
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
@@ -69,7 +71,7 @@ def _upgrade_and_check(local_cluster, tools, kubectl, namespace: str, key_file, 
     assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
     port = int(kubectl("-n", namespace, "get", "service", f"{NAME}-login", "-o",
                        "jsonpath={.spec.ports[0].nodePort}").stdout)
-    login = Login(port, paramiko.Ed25519Key.from_private_key_file(str(key_file)))
+    login = Login(NODE_IP, port, paramiko.Ed25519Key.from_private_key_file(str(key_file)), timeout=120)
     try:
         assert login.run("scontrol show config | grep '^SLURM_VERSION'").split("=")[1].strip().startswith(OLD)
         versions = login.run("scontrol -o show node | grep -o 'Version=[^ ]*'").split()

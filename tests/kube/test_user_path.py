@@ -33,7 +33,7 @@ from tests.kube.conftest import adopt_crd
 from tests.kube.test_operator import scrape
 from tests.support.enroot_host import bookworm_image, import_podman_image
 from tests.support.job_reason import waits_for_nodes
-from tests.support.ssh_session import connect, run
+from tests.support.ssh_session import Login, run
 from tests.support.wait import until
 from tests.support_paths import ROOT
 
@@ -76,25 +76,6 @@ def test_the_wait_for_images_says_which_image_and_how_far(node_images):
                for n in node_images), node_images
 
 
-class Login:
-    def __init__(self, port: int, key: paramiko.Ed25519Key):
-        self.client = connect(NODE_IP, port, "root", key, timeout=30)
-
-    def run(self, command: str, timeout: float = 300) -> str:
-        code, out, err = run(self.client, command, timeout)
-        assert code == 0, f"`{command}` exited {code}: {out}{err}"
-        return out
-
-    def write(self, path: str, text: str) -> None:
-        stdin, stdout, _ = self.client.exec_command(f"mkdir -p $(dirname {path}) && cat > {path}", timeout=30)
-        stdin.write(text)
-        stdin.channel.shutdown_write()
-        assert stdout.channel.recv_exit_status() == 0
-
-    def close(self) -> None:
-        self.client.close()
-
-
 def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster, tools, kubectl, crd_installed,
                                                     namespace, tmp_path, service_account_token, api):
     adopt_crd(kubectl, "soperator", namespace)
@@ -120,7 +101,8 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
     endpoint = f"{NODE_IP}:{service['spec']['ports'][0]['nodePort']}"
     until(lambda: kubectl("-n", namespace, "get", "slurmcluster", NAME, "-o", "jsonpath={.status.loginEndpoint}"
                           ).stdout == endpoint, 90, f"status.loginEndpoint {endpoint}")
-    login = Login(service["spec"]["ports"][0]["nodePort"], paramiko.Ed25519Key.from_private_key_file(str(key_file)))
+    login = Login(NODE_IP, service["spec"]["ports"][0]["nodePort"],
+                  paramiko.Ed25519Key.from_private_key_file(str(key_file)))
     try:
         login.write("/root/userpath/job.sh", JOB)
         job_id = login.run("sbatch --parsable --wait /root/userpath/job.sh").strip()

@@ -71,7 +71,7 @@ def test_a_cluster_on_slurm_24_11_gets_a_config_its_daemons_start_with(tmp_path,
             "healthCheck": {"program": "/opt/soperator/bin/health-check", "interval": 30},
             "slurmConfig": {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"}}
     old = make_cluster(slurmVersion="24.11", **spec)
-    assert old.spec.images.ref("worker", old.spec.slurm_version).endswith("-slurm24.11")
+    assert old.spec.image("worker").endswith("-slurm24.11")
     result = run_controller(slurm_files(old), controller_host(old), keys.munge_key, tmp_path / "old",
                             worker=("demo-fast-0", worker_node_conf(old.spec.node_sets[0])), release="24.11")
     assert result["ready"], result["log"]

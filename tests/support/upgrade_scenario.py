@@ -13,41 +13,12 @@ from dataclasses import dataclass, field
 
 import paramiko
 
-from tests.cluster.node import NODE_IP
-from tests.support.ssh_session import connect, run
+from tests.support.ssh_session import Login
 from tests.support.wait import until
 
 PARTS = ("accounting", "controller", "workers", "login")
 # Long enough to be running when the workers' turn comes (slurmdbd and slurmctld move first).
 RUNNING_JOB_SECONDS = 150
-
-
-class Login:
-    """root's ssh session on the login node; made anew when the upgrade replaces the login pod."""
-
-    def __init__(self, port: int, key: paramiko.PKey):
-        self.port, self.key = port, key
-        self.client = connect(NODE_IP, port, "root", key, timeout=30)
-
-    def run(self, command: str, timeout: float = 120) -> str:
-        code, out, err = run(self.client, command, timeout)
-        if code != 0:
-            raise AssertionError(f"`{command}` exited {code}: {out}{err}")
-        return out
-
-    def reconnect(self) -> None:
-        self.client.close()
-        self.client = until(lambda: _try_connect(self.port, self.key), 180, "ssh to the new login pod", interval=2)
-
-    def close(self) -> None:
-        self.client.close()
-
-
-def _try_connect(port: int, key: paramiko.PKey) -> paramiko.SSHClient | None:
-    try:
-        return connect(NODE_IP, port, "root", key, timeout=10)
-    except (OSError, paramiko.SSHException):
-        return None
 
 
 @dataclass

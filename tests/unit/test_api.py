@@ -16,10 +16,10 @@ def test_ten_line_manifest_gets_a_working_small_cpu_cluster():
     assert [p.name for p in spec.partitions] == ["main"] and spec.partitions[0].default
     assert spec.login.service.type == "ClusterIP"
     assert spec.populate_jail.overwrite is False
-    assert spec.images.ref("worker").startswith("localhost/soperator/worker:")
+    assert spec.image("worker").startswith("localhost/soperator/worker:")
     pinned = "registry.example.com/hpc/worker@sha256:" + "a" * 64
     images = make_cluster(images={"registry": "registry.example.com/hpc", "worker": pinned}).spec.images
-    assert images.ref("worker") == pinned and images.ref("login").startswith("registry.example.com/hpc/login:")
+    assert images.ref("worker", "26.05") == pinned and images.ref("login", "26.05").startswith("registry.example.com/hpc/login:")
 
 
 @pytest.mark.parametrize("text,value", [
