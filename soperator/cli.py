@@ -85,6 +85,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _emit(text: str, path: str | None) -> int:
     if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text)
     else:
         sys.stdout.write(text)

@@ -54,6 +54,10 @@ ABSENT = frozenset({"afs_syscall", "tuxcall", "security", "putpmsg", "getpmsg", 
 # uname, and the query; so not ADDR_NO_RANDOMIZE and the like.
 PERSONAS = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 ARCHITECTURES = ("SCMP_ARCH_X86_64", "SCMP_ARCH_AARCH64")
+# socket(2) for every address family Linux defines (AF_UNIX 1 to AF_MCTP 45) but two, as containerd
+# 2's default: AF_ALG (38), the kernel's crypto API, no job needs and a run of exploits went through;
+# AF_VSOCK (40) reaches any virtual machine on the node, whatever the network namespace.
+SOCKET_FAMILIES = frozenset(range(1, 46)) - {38, 40}
 
 
 def pyxis_worker_profile() -> Obj:
@@ -61,7 +65,7 @@ def pyxis_worker_profile() -> Obj:
     call (fchmodat2 to fchmodat), where EPERM would be taken as a refusal. So do personality(2) with
     another persona, NOT_OFFERED and ABSENT. A syscall of another ABI (i386, x32) matches no listed
     architecture: libseccomp's answer to those is to kill the thread."""
-    allowed = LINUX_SYSCALLS - REFUSED - NOT_OFFERED - ABSENT - {"personality"}
+    allowed = LINUX_SYSCALLS - REFUSED - NOT_OFFERED - ABSENT - {"personality", "socket"}
     assert ENROOT_NEEDS <= allowed and (REFUSED | NOT_OFFERED | ABSENT) <= LINUX_SYSCALLS
     return {
         "defaultAction": "SCMP_ACT_ERRNO",
@@ -69,11 +73,25 @@ def pyxis_worker_profile() -> Obj:
         "architectures": list(ARCHITECTURES),
         "syscalls": [
             {"names": sorted(allowed), "action": "SCMP_ACT_ALLOW"},
-            *({"names": ["personality"], "action": "SCMP_ACT_ALLOW",
-               "args": [{"index": 0, "value": persona, "op": "SCMP_CMP_EQ"}]} for persona in PERSONAS),
+            *(_first_argument("personality", "SCMP_CMP_EQ", persona) for persona in PERSONAS),
+            *_socket_rules(),
             {"names": sorted(REFUSED), "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM},
         ],
     }
+
+
+def _first_argument(name: str, op: str, value: int) -> Obj:
+    return {"names": [name], "action": "SCMP_ACT_ALLOW", "args": [{"index": 0, "value": value, "op": op}]}
+
+
+def _socket_rules() -> list[Obj]:
+    """The families from AF_UNIX up to the first one left out as one `<` rule, the rest one `==` each.
+    runc takes two comparisons of one argument as alternatives, so a range needs a single bound; the
+    same rules as containerd's default, so the real node's test can compare them rule by rule."""
+    first_gap = min(set(range(1, max(SOCKET_FAMILIES) + 2)) - SOCKET_FAMILIES)
+    return [_first_argument("socket", "SCMP_CMP_LT", first_gap),
+            *(_first_argument("socket", "SCMP_CMP_EQ", family) for family in sorted(SOCKET_FAMILIES)
+              if family > first_gap)]
 
 
 @functools.cache

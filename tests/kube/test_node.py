@@ -1,6 +1,7 @@
 """The test node is a real Kubernetes node: kubelet, containerd, kube-proxy and CoreDNS as a user's
-cluster has them (tests/cluster/node.py). Pods from our own images run, resolve each other through
-cluster DNS, reach the apiserver through the `kubernetes` Service and are reached through a NodePort."""
+cluster has them (tests/cluster/node.py), at the releases users run (Kubernetes 1.37, containerd 2).
+Pods from our own images run, resolve each other through cluster DNS, reach the apiserver through the
+`kubernetes` Service and are reached through a NodePort; a pod may have a user namespace of its own."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import yaml
 
 from images.build import build_all, image_ref
 from soperator.kube import Kube
-from tests.cluster.build import kubernetes_version
+from tests.cluster.build import CONTAINERD, RUNTIME, kubernetes_version, required_version
 from tests.cluster.node import NODE_IP, NODE_NAME
 
 pytestmark = pytest.mark.kube
@@ -71,7 +72,8 @@ def test_node_is_ready_with_the_control_planes_release(node, kubectl):
     ready = {c["type"]: c["status"] for c in info["status"]["conditions"]}["Ready"]
     assert ready == "True"
     assert info["status"]["nodeInfo"]["kubeletVersion"] == kubernetes_version()
-    assert info["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.")
+    containerd = required_version(CONTAINERD, RUNTIME).removeprefix("v")
+    assert info["status"]["nodeInfo"]["containerRuntimeVersion"] == f"containerd://{containerd}"
     assert {"type": "InternalIP", "address": NODE_IP} in info["status"]["addresses"]
 
 
@@ -97,3 +99,24 @@ def test_pods_resolve_each_other_reach_the_apiserver_and_a_nodeport(node, node_i
     kube = Kube(api)
     assert '"GET / HTTP/1.1" 200' in "".join(kube.log_tail(namespace, pod, "web") for pod in pods)
     assert kube.log_tail(namespace, "no-such-pod", "web") == ""
+
+
+def _host_uid(pid: int) -> int:
+    status = open(f"/proc/{pid}/status").read()
+    return int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+
+
+def test_a_pod_without_host_users_is_root_only_inside_its_user_namespace(node, node_image, kubectl, namespace):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "userns", "namespace": namespace},
+           "spec": {"hostUsers": False, "containers": [
+               {"name": "main", "image": node_image, "imagePullPolicy": "Never", "command": ["sleep", "infinity"]}]}}
+    kubectl("apply", "-f", "-", input=json.dumps(pod))
+    kubectl("-n", namespace, "wait", "pod/userns", "--for=condition=Ready", "--timeout=120s")
+    inside = kubectl("-n", namespace, "exec", "userns", "--", "sh", "-c", "id -u; cat /proc/self/uid_map").stdout.split()
+    assert inside[0] == "0"
+    first_inside, first_host, length = (int(v) for v in inside[1:4])
+    assert first_inside == 0 and length == 65536
+    assert first_host >= 65536  # the kubelet's default range starts above every id a host user has
+    status = json.loads(kubectl("-n", namespace, "get", "pod", "userns", "-o", "json").stdout)["status"]
+    container = status["containerStatuses"][0]["containerID"]
+    assert _host_uid(node.task_pid(container)) == first_host  # the pod's root, seen from the node

@@ -2,6 +2,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"k8s.io/component-base/cli"
@@ -10,5 +11,5 @@ import (
 )
 
 func main() {
-	os.Exit(cli.Run(app.NewKubeletCommand()))
+	os.Exit(cli.Run(app.NewKubeletCommand(context.Background())))
 }
