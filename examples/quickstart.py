@@ -14,6 +14,9 @@ state and mounts; the jail's data (a hostPath under the state directory) stays u
 
 `--on kind` does the same on a kind cluster (Docker, or KIND_EXPERIMENTAL_PROVIDER=podman).
 `--kubeconfig FILE` uses an existing cluster whose node already has the images.
+`--nodes 2` adds a second node, a virtual machine whose kernel mounts cgroup v2 (emulated: qemu without
+KVM, so everything on it is several times slower; tests/cluster/vm_node.py), and places one more node
+set, `emulated`, on it: jobs span two kernels, and both nodes see the one jail.
 `--slurm-version 24.11` starts the cluster on the release clusters upgrade from (its images are built
 and imported too); raising `spec.slurmVersion` afterwards upgrades it in place. `--accounting` gives
 it slurmdbd and MariaDB on a kept hostPath volume.
@@ -77,6 +80,16 @@ def start_local_node(args) -> None:
     print(f"  node {cluster.node.plane.address} Ready; kubeconfig {args.kubeconfig}", flush=True)
 
 
+def start_vm_node(args) -> None:
+    """The second node, with the worker image imported into its own containerd."""
+    from images.build import SLURM_RELEASE, image_ref
+    from tests.cluster.vm_node import NAME
+
+    vm = local_cluster(args).start_vm([image_ref("worker", args.slurm_version or SLURM_RELEASE)])
+    phases = ", ".join(f"{k} {v:.0f}" for k, v in vm.phases.items())
+    print(f"  node {NAME} Ready (seconds from start, or a count: {phases})", flush=True)
+
+
 def _say(note: str) -> None:
     print(f"  {note}", flush=True)
 
@@ -136,7 +149,7 @@ def install_charts(args) -> None:
         "--set", f"controllerSpool.persistentVolume.hostPath={volumes}-spool",
         *(("--set", "accountingDatabase.enabled=true", "--set", "accountingDatabase.persistentVolume.enabled=true",
            "--set", f"accountingDatabase.persistentVolume.hostPath={volumes}-accounting-db") if args.accounting else ()))
-    values = {"spec": {"nodeSets": [{"name": "worker", "replicas": args.workers}],
+    values = {"spec": {"nodeSets": [{"name": "worker", "replicas": args.workers}, *_emulated_node_set(args)],
                        "controller": {"spool": {"claimName": f"{name}-controller-spool"}},
                        "slurmConfig": {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"},
                        "login": {"service": {"type": "NodePort"},
@@ -149,6 +162,16 @@ def install_charts(args) -> None:
         json.dump(values, fh)
         fh.flush()
         run(*helm, name, str(CHARTS / "slurm-cluster"), "-f", fh.name)
+
+
+def _emulated_node_set(args) -> list[dict]:
+    """With --nodes 2: one worker on the VM node, and nothing else there (it is tainted)."""
+    if args.nodes < 2:
+        return []
+    from tests.cluster.vm_node import NAME, TOLERATION
+
+    return [{"name": "emulated", "replicas": 1,
+             "scheduling": {"nodeSelector": {"kubernetes.io/hostname": NAME}, "tolerations": [TOLERATION]}}]
 
 
 def wait_ready(args) -> None:
@@ -269,6 +292,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--namespace", default="slurm")
     parser.add_argument("--cluster-name", default="hpc", help="the SlurmCluster's name")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--nodes", type=int, choices=(1, 2), default=1,
+                        help="2: a second node, a VM on a cgroup v2 kernel, with one worker of its own")
     parser.add_argument("--jail-size", default="8Gi")
     parser.add_argument("--ssh-key", type=Path, default=_default_key(),
                         help="public key for root on the login node (default: ~/.ssh/id_*.pub, else one made "
@@ -307,7 +332,8 @@ def steps_for(args) -> list:
         args.kubeconfig = Path.home() / ".kube" / f"kind-{args.kind_name}.yaml"
         args.volumes_dir = Path("/var/lib/soperator")  # inside the kind node
         return [create_kind_cluster, load_kind_images] + product
-    return [start_local_node, import_local_images] + product
+    vm = [start_vm_node] if args.nodes == 2 else []
+    return [start_local_node, import_local_images, *vm] + product
 
 
 def down(args) -> int:

@@ -39,7 +39,7 @@ MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
     "CPUs", "RealMemory", "Gres", "Feature", "Features", "State"))
 MANAGED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "Default", "MaxTime", "State"))
 MANAGED_CGROUP_KEYS = frozenset(k.lower() for k in (
-    "CgroupPlugin", "ConstrainCores", "ConstrainRAMSpace", "ConstrainDevices", "Include"))
+    "CgroupPlugin", "IgnoreSystemd", "ConstrainCores", "ConstrainRAMSpace", "ConstrainDevices", "Include"))
 # Plugins soperator places itself, in the order that keeps the jail first.
 MANAGED_PLUGINS = ("spank_chroot.so", "spank_pyxis.so")
 
@@ -133,6 +133,14 @@ class SlurmConfig(ApiModel):
         description="room slurmctld keeps for dynamic nodes: workers scale within it with no slurmctld restart")
     slurmctld_parameters: list[SlurmListItem] = Field(default_factory=list, max_length=64)
     extra: extra_keys(MANAGED_SLURM_KEYS, "slurm.conf") = Field(default_factory=dict)
+
+
+def uses_cgroups(cfg: "SlurmConfig") -> bool:
+    """Whether a plugin slurm.conf names works through cgroups (process tracking, task binding or
+    accounting): if none does, slurmd is better off without the cgroup plugin (cgroup.conf.j2)."""
+    gather = {k.lower(): v for k, v in cfg.extra.items()}.get("jobacctgathertype", "")
+    return (cfg.proctrack_type == "proctrack/cgroup" or "task/cgroup" in cfg.task_plugin.split(",")
+            or gather == "jobacct_gather/cgroup")
 
 
 class CgroupConfig(ApiModel):

@@ -9,6 +9,7 @@ import jinja2
 from soperator import __version__
 from soperator.api import releases
 from soperator.api.cluster import SlurmCluster
+from soperator.api.slurm_config import uses_cgroups
 from soperator.api.spec import NodeSetSpec
 from soperator.node.layout import (CONTROLLER, LOGIN, NAMES, PATHS, PORTS, ROOT_KEYS_FILE, SLURM_CONFIGS, SLURMDBD,
                                    SSH_HOST_KEY_TYPES, SSHD_CONFIG_FILE)
@@ -81,7 +82,8 @@ def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:
         "all_node_sets": [n.name for n in node_sets],
         "partitions": cluster.spec.partitions, "health": cluster.spec.health_check,
         "plug_stack": cluster.spec.plug_stack, "pyxis": any(n.pyxis.enabled for n in node_sets),
-        "cgroup": cluster.spec.cgroup_config, "login": cluster.spec.login,
+        "cgroup": cluster.spec.cgroup_config, "uses_cgroups": uses_cgroups(cluster.spec.slurm_config),
+        "login": cluster.spec.login,
         "controller_host": controller_host(cluster), "gres_types": gres_types,
         "placeholders": {n.name: (placeholder_node_name(cluster, n), worker_node_conf(n)) for n in node_sets},
         "accounting": cluster.spec.accounting.enabled and accounting_live,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.node import NODE_IP, HostState, Node
+from tests.cluster.vm_node import VmNode
 
 DEFAULT_DIR = Path("/var/lib/soperator/local")
 
@@ -25,6 +26,8 @@ class LocalCluster:
         self.host = HostState(self.workdir / "host")
         self.plane = ControlPlane(self.workdir / "plane", address=NODE_IP)
         self.node = Node(self.plane, self.workdir / "node")
+        # The second node (a VM, cgroup v2), started only on request; it shares the volumes (the jail).
+        self.vm = VmNode(self.plane, self.workdir / "vm", shared=(self.volumes,))
 
     @property
     def volumes(self) -> Path:
@@ -43,6 +46,10 @@ class LocalCluster:
             self.node.stop()
             self.node.start()
         return self.node
+
+    def start_vm(self, images: list[str]) -> VmNode:
+        self.volumes.mkdir(parents=True, exist_ok=True)
+        return self.vm.start(images)
 
     def up(self) -> "LocalCluster":
         self.start_plane()
@@ -67,12 +74,13 @@ class LocalCluster:
             stale.down()
 
     def down(self, purge: bool = False) -> None:
+        self.vm.stop()
         self.node.stop()
         if not self.plane.components:
             self.plane.attach()
         self.plane.stop()
         self.host.restore()
-        for name in ("plane", "node", "host"):
+        for name in ("plane", "node", "vm", "host"):
             shutil.rmtree(self.workdir / name, ignore_errors=True)
         if purge:
             shutil.rmtree(self.workdir, ignore_errors=True)

@@ -308,8 +308,8 @@ class Node:
         if (self.workdir / "kube-proxy.yaml").exists():
             run(str(proxy.argv[0]), "--cleanup", f"--config={self.workdir / 'kube-proxy.yaml'}", check=False)
         _remove_kube_chains()
-        _unmount_under(self.workdir)
-        _unmount_under(self.image_store)
+        unmount_under(self.workdir)
+        unmount_under(self.image_store)
         run("ip", "link", "del", BRIDGE, check=False)
         _remove_kubepods_cgroups()
 
@@ -328,14 +328,14 @@ class Node:
         return [line.split()[0] for line in self._ctr(kind, "ls", check=False).stdout.splitlines()[1:] if line]
 
 
-def _mounts_under(top: Path) -> list[str]:
+def mounts_under(top: Path) -> list[str]:
     prefix = str(top.resolve()) + "/"
     points = [line.split()[4].replace("\\040", " ") for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     return [p for p in points if p == prefix[:-1] or p.startswith(prefix)]
 
 
-def _unmount_under(top: Path) -> None:
-    for point in sorted(_mounts_under(top), key=len, reverse=True):
+def unmount_under(top: Path) -> None:
+    for point in sorted(mounts_under(top), key=len, reverse=True):
         run("umount", "-l", point, check=False)
 
 
@@ -416,7 +416,7 @@ class HostState:
                 Path("/proc/sys", name).write_text(value)
             for path, existed in before["paths"].items():
                 if not existed:
-                    _unmount_under(Path(path))
+                    unmount_under(Path(path))
                     shutil.rmtree(path, ignore_errors=True)
             if not before["address"]:
                 run("ip", "addr", "del", f"{NODE_IP}/32", "dev", "lo", check=False)
@@ -435,7 +435,7 @@ def host_leftovers(workdir: Path, image_store: Path = CACHE / "containerd") -> l
     for tool, table in IPTABLES:
         chains = _kube_chains(run(tool, "-t", table, "-S", check=False).stdout.splitlines())
         found += [f"{tool} -t {table} chain {c}" for c in chains]
-    found += [f"mount {point}" for top in (workdir, image_store) for point in _mounts_under(top)]
+    found += [f"mount {point}" for top in (workdir, image_store) for point in mounts_under(top)]
     found += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob("*/kubepods")]
     if HostState.OWNER.exists():
         found.append(str(HostState.OWNER))

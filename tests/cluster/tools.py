@@ -26,7 +26,8 @@ class ToolsError(RuntimeError):
 
 
 def ensure_tools() -> dict[str, Path]:
-    kubectl = ensure_binaries()["kubectl"]
+    """kubectl and helm, side by side in one directory: callers put that one directory on PATH."""
+    kubectl = _link_kubectl(ensure_binaries()["kubectl"])
     paths = {name: TOOLS_BIN / name for name in TOOLS}
     if all(p.exists() for p in paths.values()):
         return paths | {"kubectl": kubectl}
@@ -48,6 +49,17 @@ def ensure_tools() -> dict[str, Path]:
             paths[name].write_bytes(archive.read(member))
             paths[name].chmod(0o755)
     return paths | {"kubectl": kubectl}
+
+
+def _link_kubectl(built: Path) -> Path:
+    link = TOOLS_BIN / "kubectl"
+    if not (link.is_symlink() and link.readlink() == built):
+        TOOLS_BIN.mkdir(parents=True, exist_ok=True)
+        staging = link.with_name(".kubectl.new")
+        staging.unlink(missing_ok=True)
+        staging.symlink_to(built)
+        staging.replace(link)  # over the npm package's kubectl an older checkout unpacked here
+    return link
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from tests.cluster.build import BuildError
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError
 from tests.cluster.local import LocalCluster
 from tests.cluster.node import NodeError, host_leftovers, host_snapshot
+from tests.cluster.vm_node import host_leftovers as vm_leftovers
 from tests.cluster.tools import ToolsError, ensure_tools
 from tests.support.wait import until
 from tests.support_paths import ROOT
@@ -44,8 +45,10 @@ def local_cluster(request):
         print(f"\n{cluster.plane.logs()}\n(kube logs kept in {LOG_KEEP})")
         _keep_logs(workdir)
     pids = [c.pid() for c in cluster.plane.components + cluster.node.components]
+    pids.append(cluster.vm.qemu.pid() if cluster.vm.qemu else None)
     cluster.down()
-    left = host_leftovers(workdir) + [f"process {pid}" for pid in pids if pid and Path(f"/proc/{pid}").exists()]
+    left = host_leftovers(workdir) + vm_leftovers() + [f"process {pid}" for pid in pids
+                                                       if pid and Path(f"/proc/{pid}").exists()]
     after = host_snapshot()
     left += [f"{key}: {value} before, {after[kind][key]} after" for kind, values in before.items()
              for key, value in values.items() if after[kind][key] != value]
@@ -69,7 +72,7 @@ def node(local_cluster):
 
 def _keep_logs(workdir: Path) -> None:
     shutil.rmtree(LOG_KEEP, ignore_errors=True)
-    for part in ("plane", "node"):
+    for part in ("plane", "node", "vm"):
         if (workdir / part / "logs").exists():
             shutil.copytree(workdir / part / "logs", LOG_KEEP / part)
 

@@ -20,12 +20,12 @@ pytestmark = pytest.mark.kube
 # What each node pod may violate, and why (docs/security.md's list of exceptions).
 EXCEPTIONS = {
     "worker": {"non-default capabilities": "CAP_SYS_ADMIN: unshare + move the jail over / per step, bind mounts",
-               "forbidden AppArmor profiles": "the default AppArmor profile denies mount whatever the capabilities"},
+               "forbidden AppArmor profile": "the default AppArmor profile denies mount whatever the capabilities"},
     # A node set with Pyxis (spec.nodeSets[].pyxis): the same; Unconfined, which it may ask for, is not.
     "worker-pyxis": {"non-default capabilities": "CAP_SYS_ADMIN, as every worker",
-                     "forbidden AppArmor profiles": "as every worker"},
+                     "forbidden AppArmor profile": "as every worker"},
     "login": {"non-default capabilities": "CAP_SYS_ADMIN: bind mounts into the jail before sshd chroots",
-              "forbidden AppArmor profiles": "the default AppArmor profile denies mount whatever the capabilities"},
+              "forbidden AppArmor profile": "the default AppArmor profile denies mount whatever the capabilities"},
 }
 
 

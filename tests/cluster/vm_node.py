@@ -1,0 +1,274 @@
+"""A second Kubernetes node in a virtual machine whose kernel mounts cgroup v2, joined to the local
+control plane beside the host node (node.py).
+
+/dev/kvm here serves only paravirtual guests, so qemu emulates the machine (TCG): everything in it
+runs several times slower than on the host, which the bench measures. The machine boots the cached
+Debian kernel and disk (vm_image.py; the disk through `-snapshot`, so each boot starts clean) and
+runs vm_guest.py as PID 1, which starts containerd, the kubelet and kube-proxy from the host's own
+binaries, shared read-only over 9p.
+
+Shared over 9p, each at the same path in the VM as on the host (so a hostPath volume names the same
+files on both nodes): the node's directory (configs, certificates, image archives, logs), the
+binaries, and the directories the caller names (the jail's volumes).
+
+Network: a tap link (TAP) holds the host at HOST_SIDE and the VM at ADDRESS; the host routes the VM's
+pod range through it, the VM routes everything else to the host, so pods on both nodes, the node
+address, the apiserver and CoreDNS reach each other unNATed.
+
+Side effects on the host: the tap link (and its route) and the qemu process, both removed by stop();
+`host_leftovers()` names what a stop left behind.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import jinja2
+import yaml
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from tests.cluster.build import BIN, ensure_binaries
+from tests.cluster.controlplane import ControlPlane
+from tests.cluster.node import CLUSTER_DOMAIN, HERE, NODE_IP, PAUSE_IMAGE, NodeError, run
+from tests.cluster.process import Component
+from tests.cluster.vm_image import VM_CACHE, ensure_image
+
+NAME = "soperator-vm-node"
+TAP = "soperator-vm0"
+HOST_SIDE = "10.217.2.1"
+ADDRESS = "10.217.2.2"
+LINK = 30
+POD_CIDR = "10.217.3.0/24"
+BRIDGE = "soperator1"
+KUBELET_PORT = 10250
+# Only pods that ask run on the emulated node: an image must be imported into it first, and everything
+# there is slower. Pods placed on it tolerate this taint (TOLERATION) and select it by hostname.
+TAINT = {"key": "soperator.dev/emulated-node", "effect": "NoSchedule"}
+TOLERATION = {"key": TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
+STORE_SIZE = "16G"
+
+
+class ImageStore:
+    """The VM's containerd root: a sparse ext4 disk in the cache, and which podman image IDs it holds."""
+
+    def __init__(self, disk: Path):
+        self.disk, self.stamps = disk, disk.with_suffix(".json")
+
+    def missing(self, refs: list[str]) -> list[str]:
+        from images.podman import podman
+
+        if not self.disk.exists():
+            self.disk.parent.mkdir(parents=True, exist_ok=True)
+            run("mkfs.ext4", "-q", "-F", "-L", "containerd", str(self.disk), STORE_SIZE)
+            self.forget()
+        held = json.loads(self.stamps.read_text()) if self.stamps.exists() else {}
+        self._ids = {ref: podman("image", "inspect", "--format", "{{.Id}}", ref).stdout.strip() for ref in refs}
+        return [ref for ref in refs if held.get(ref) != self._ids[ref]]
+
+    def record(self, refs: list[str]) -> None:
+        held = json.loads(self.stamps.read_text()) if self.stamps.exists() else {}
+        self.stamps.write_text(json.dumps(held | {ref: self._ids[ref] for ref in refs}, indent=1, sort_keys=True))
+
+    def forget(self) -> None:
+        self.stamps.unlink(missing_ok=True)
+
+
+class VmNode:
+    def __init__(self, plane: ControlPlane, workdir: Path, shared: tuple[Path, ...] = (), memory_mb: int = 3072,
+                 cpus: int = 2):
+        self.plane, self.workdir, self.shared = plane, workdir, shared
+        self.memory_mb, self.cpus = memory_mb, cpus
+        self.logs = workdir / "logs"
+        self.qemu: Component | None = None
+        self.phases: dict[str, float] = {}
+        self.store = ImageStore(VM_CACHE / "containerd.img")
+
+    # --- start -----------------------------------------------------------------------------------
+
+    def start(self, images: list[str], timeout: float = 900) -> "VmNode":
+        began = time.monotonic()
+        image = ensure_image()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        for flag in ("guest.ready", "guest.stop"):
+            (self.workdir / flag).unlink(missing_ok=True)
+        shutil.copy(HERE / "vm_guest.py", self.workdir / "vm_guest.py")
+        archives = self._save_images(images)
+        self._write_configs(archives)
+        self._link_up()
+        self.qemu = self._define(image)
+        self.qemu.start()
+        self.phases["prepared"] = time.monotonic() - began
+        deadline = began + timeout
+        try:
+            self._wait(lambda: (self.workdir / "guest.ready").exists(), deadline, "the guest's services")
+            self.phases["booted"] = time.monotonic() - began
+            self._wait(self._ready, deadline, "the node's Ready condition")
+            self.phases["ready"] = time.monotonic() - began
+        except NodeError:
+            self.store.forget()  # the import may not have finished
+            self.stop()
+            raise
+        return self
+
+    def _define(self, image) -> Component:
+        shares = [("node", self.workdir, False), ("bin", BIN, True),
+                  *((f"share{i}", path, False) for i, path in enumerate(self.shared))]
+        argv = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(self.memory_mb), "-smp", str(self.cpus),
+                "-nographic", "-no-reboot", "-kernel", str(image.kernel), "-initrd", str(image.initrd),
+                "-append", f"console=ttyS0 panic=-1 soperator.node={self.workdir}",
+                "-drive", f"file={image.disk},if=virtio,format=raw,snapshot=on",
+                "-drive", f"file={self.store.disk},if=virtio,format=raw",
+                "-netdev", f"tap,id=net0,ifname={TAP},script=no,downscript=no",
+                "-device", "virtio-net-pci,netdev=net0"]
+        for tag, path, readonly in shares:
+            argv += ["-virtfs", f"local,path={path},mount_tag={tag},security_model=passthrough"
+                     + (",readonly=on" if readonly else "")]
+        argv[0] = shutil.which(argv[0]) or argv[0]
+        return Component("qemu", argv, self.logs / "console.log")
+
+    def _wait(self, ready, deadline: float, what: str) -> None:
+        while time.monotonic() < deadline:
+            if not self.qemu.alive():
+                raise NodeError(f"the VM exited while waiting for {what}:\n{self.tail()}")
+            if ready():
+                return
+            time.sleep(1)
+        raise NodeError(f"the VM node is not up in time ({what}):\n{self.tail()}")
+
+    def tail(self) -> str:
+        parts = []
+        for log in sorted(self.logs.glob("*.log")):
+            lines = log.read_text(errors="replace").splitlines()[-25:]
+            parts.append(f"----- {log.name} -----\n" + "\n".join(lines))
+        return "\n".join(parts)
+
+    def _ready(self) -> bool:
+        proc = run(str(ensure_binaries()["kubectl"]), "--kubeconfig", str(self.plane.kubeconfig), "get", "node",
+                   NAME, "-o", "json", check=False)
+        if proc.returncode != 0:
+            return False
+        conditions = json.loads(proc.stdout)["status"].get("conditions", [])
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    def _save_images(self, images: list[str]) -> list[str]:
+        """The images the VM's store lacks (by podman image ID), saved into one archive it imports at boot."""
+        from images.podman import podman
+
+        todo = self.store.missing([PAUSE_IMAGE, *images])
+        self.phases["images to import"] = len(todo)
+        if not todo:
+            return []
+        archive = self.workdir / "images.tar"
+        podman("save", "-m", "--format", "docker-archive", "-o", str(archive), *todo)
+        self.store.record(todo)  # written before the boot imports them: a failed boot forgets the store
+        return [str(archive)]
+
+    def _link_up(self) -> None:
+        run("ip", "link", "del", TAP, check=False)
+        run("ip", "tuntap", "add", "dev", TAP, "mode", "tap")
+        run("ip", "addr", "add", f"{HOST_SIDE}/{LINK}", "dev", TAP)
+        run("ip", "link", "set", TAP, "up")
+        run("ip", "route", "replace", POD_CIDR, "via", ADDRESS, "dev", TAP)
+
+    def _write_configs(self, archives: list[str]) -> None:
+        work, pki, bins = self.workdir, self.plane.pki, ensure_binaries()
+        certs = work / "pki"
+        certs.mkdir(exist_ok=True)
+
+        def copy(pair: tuple[Path, Path]) -> tuple[Path, Path]:
+            return tuple(Path(shutil.copy(p, certs / p.name)) for p in pair)
+
+        ca = Path(shutil.copy(pki.ca_cert, certs / "ca.crt"))
+        node_cert = copy(pki.issue(f"system:node:{NAME}", "system:nodes", ExtendedKeyUsageOID.CLIENT_AUTH))
+        serving = copy(pki.issue(f"kubelet-serving-{NAME}", None, ExtendedKeyUsageOID.SERVER_AUTH, dns=[NAME],
+                                 ips=[ADDRESS]))
+        proxy = copy(pki.issue("system:kube-proxy", None, ExtendedKeyUsageOID.CLIENT_AUTH))
+        for name, (cert, key) in {"kubelet": node_cert, "kube-proxy": proxy}.items():
+            (work / f"{name}.kubeconfig").write_text(json.dumps({
+                "apiVersion": "v1", "kind": "Config", "current-context": "test",
+                "clusters": [{"name": "test", "cluster": {"server": self.plane.url, "certificate-authority": str(ca)}}],
+                "users": [{"name": "user", "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "user"}}]}))
+        socket = "/run/containerd/containerd.sock"
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), undefined=jinja2.StrictUndefined)
+        (work / "containerd.toml").write_text(env.get_template("containerd.toml.j2").render(
+            root="/var/lib/containerd", state="/run/containerd", socket=socket, pause_image=PAUSE_IMAGE,
+            shim=bins["containerd-shim-runc-v2"], runc=bins["runc"], cni_bin="/usr/lib/cni", cni_conf=work / "cni"))
+        (work / "cni").mkdir(exist_ok=True)
+        (work / "cni" / "10-soperator.conflist").write_text(json.dumps({
+            "cniVersion": "0.4.0", "name": "soperator", "plugins": [
+                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]],
+                          "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "/var/lib/cni-ipam"}},
+                {"type": "portmap", "capabilities": {"portMappings": True}}]}))
+        (work / "resolv.conf").write_text(f"nameserver {NODE_IP}\n")
+        (work / "kubelet.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "address": ADDRESS, "port": KUBELET_PORT, "readOnlyPort": 0,
+            "tlsCertFile": str(serving[0]), "tlsPrivateKeyFile": str(serving[1]),
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": str(ca)}},
+            "authorization": {"mode": "Webhook"},
+            "containerRuntimeEndpoint": f"unix://{socket}",
+            "cgroupDriver": "cgroupfs", "failSwapOn": False, "resolvConf": str(work / "resolv.conf"),
+            "protectKernelDefaults": False, "clusterDNS": [NODE_IP], "clusterDomain": CLUSTER_DOMAIN,
+            "evictionHard": {"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%",
+                             "nodefs.inodesFree": "1%"},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "serializeImagePulls": False, "maxPods": 30, "staticPodPath": "", "registerWithTaints": [TAINT],
+            # Emulation is slow: the default 4 minutes for a runtime request is not always enough.
+            "runtimeRequestTimeout": "15m",
+        }))
+        (work / "kube-proxy.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(work / "kube-proxy.kubeconfig")},
+            "hostnameOverride": NAME, "mode": "iptables", "clusterCIDR": POD_CIDR,
+            "nodePortAddresses": [f"{ADDRESS}/32"], "conntrack": {"maxPerCore": 0},
+        }))
+        path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        (work / "config.json").write_text(json.dumps({
+            "name": NAME, "address": f"{ADDRESS}/{LINK}", "gateway": HOST_SIDE, "path": path,
+            "containerd_socket": socket, "ctr": str(bins["ctr"]), "archives": archives,
+            "shares": [{"tag": "bin", "path": str(BIN), "readonly": True},
+                       *({"tag": f"share{i}", "path": str(p), "readonly": False} for i, p in enumerate(self.shared))],
+            "processes": [
+                ["containerd", [str(bins["containerd"]), "--config", str(work / "containerd.toml")]],
+                ["kubelet", [str(bins["kubelet"]), f"--config={work / 'kubelet.yaml'}",
+                             f"--kubeconfig={work / 'kubelet.kubeconfig'}", "--root-dir=/var/lib/kubelet",
+                             "--cert-dir=/var/lib/kubelet/pki", f"--node-ip={ADDRESS}", f"--hostname-override={NAME}",
+                             "--v=1"]],
+                ["kube-proxy", [str(bins["kube-proxy"]), f"--config={work / 'kube-proxy.yaml'}", "--v=1"]],
+            ],
+        }, indent=1))
+
+    # --- stop ------------------------------------------------------------------------------------
+
+    def stop(self, grace: float = 120) -> None:
+        """Ask the guest to stop its services and power off (the image store's disk closes cleanly), then
+        stop qemu by PID if it has not ended; then the link. The root disk's writes were never kept."""
+        if self.qemu is None:
+            self.qemu = Component("qemu", [shutil.which("qemu-system-x86_64") or "qemu-system-x86_64"],
+                                  self.logs / "console.log")
+        if self.qemu.alive() and self.workdir.exists():
+            (self.workdir / "guest.stop").write_text("")
+            deadline = time.monotonic() + grace
+            while self.qemu.alive() and time.monotonic() < deadline:
+                time.sleep(0.5)
+        self.qemu.stop(grace=5)
+        run("ip", "link", "del", TAP, check=False)
+        if self.plane.components and all(c.alive() for c in self.plane.components):
+            # A node that will not come back: its Node object goes too, as a cloud's node controller does.
+            run(str(ensure_binaries()["kubectl"]), "--kubeconfig", str(self.plane.kubeconfig), "delete", "node",
+                NAME, "--ignore-not-found", check=False)
+
+
+def host_leftovers() -> list[str]:
+    found = []
+    if run("ip", "link", "show", TAP, check=False).returncode == 0:
+        found.append(f"link {TAP}")
+    if POD_CIDR in run("ip", "route", "show", check=False).stdout:
+        found.append(f"route {POD_CIDR}")
+    return found
