@@ -135,7 +135,7 @@ def run(cluster: LocalCluster) -> dict:
         args = SimpleNamespace(kubeconfig=cluster.plane.kubeconfig, namespace=NAMESPACE, cluster_name=NAME,
                                volumes_dir=cluster.volumes, workers=2, jail_size="8Gi",
                                ssh_key=key.with_suffix(".pub"), set_operator=["resyncSeconds=5"], timeout=900,
-                               on="local")
+                               on="local", slurm_version=None, accounting=False, nodes=1)
         quickstart.install_charts(args)
         quickstart.wait_ready(args)
     b = Bench(cluster.plane.kubeconfig)

@@ -63,12 +63,13 @@ def bench_node(cluster: LocalCluster, rounds: int = 3) -> dict:
 
 
 def _installed(cluster: LocalCluster, name: str, key: Path, slurm_version: str | None = None,
-               accounting: bool = False) -> tuple[SimpleNamespace, list[str]]:
-    """The quick start's charts installed and ready; (its arguments, the ssh command to its login node)."""
+               accounting: bool = False, nodes: int = 1) -> tuple[SimpleNamespace, list[str]]:
+    """The quick start's charts installed and ready; (its arguments, the ssh command to its login node).
+    `nodes=2`: with the node set on the VM node, which must run already."""
     args = SimpleNamespace(kubeconfig=cluster.plane.kubeconfig, namespace="bench", cluster_name=name,
-                           volumes_dir=cluster.volumes, workers=2, jail_size="8Gi", ssh_key=key.with_suffix(".pub"),
-                           set_operator=["resyncSeconds=5"], timeout=900, on="local", slurm_version=slurm_version,
-                           accounting=accounting)
+                           volumes_dir=cluster.volumes, workers=2 if nodes == 1 else 1, jail_size="8Gi",
+                           ssh_key=key.with_suffix(".pub"), set_operator=["resyncSeconds=5"], timeout=1200, on="local",
+                           slurm_version=slurm_version, accounting=accounting, nodes=nodes)
     quickstart.install_charts(args)
     quickstart.wait_ready(args)
     host, port, _ = quickstart.login_address(args)

@@ -1,10 +1,13 @@
 """What emulation costs: the second node (a qemu VM under TCG, tests/cluster/vm_node.py) against the
 host node, in one run (report ratios).
 
-  python -m bench.vm_node     node start -> Ready (the VM's split: boot and services, image import,
-                              kubelet to Ready), then on each node: a pod's create -> Ready (median of
-                              3), a `kubectl exec true` round trip and a CPU-bound step inside a pod
-                              (python, sha256 of 64 MB; median of 3)
+  python -m bench.vm_node nodes   node start -> Ready (the VM's split: boot and services, image import,
+                                  kubelet to Ready), then on each node: a pod's create -> Ready, a
+                                  `kubectl exec true` round trip and a CPU-bound step inside a pod
+                                  (python, sha256 of 64 MB); medians of 3
+  python -m bench.vm_node steps   the quick start's two-node cluster: `srun -w <node> true` through ssh
+                                  to the login node, on a host worker and on the VM's, and `srun -N2`
+                                  across both; medians of 5
 Needs the machine to itself: no other local node (test session or `quickstart.py up`) may run.
 """
 from __future__ import annotations
@@ -70,8 +73,36 @@ def bench(cluster: LocalCluster, rounds: int = 3) -> dict:
             "vm / host": {k: round(vm[k] / host[k], 1) for k in host}, "rounds": rounds}
 
 
+def bench_steps(cluster: LocalCluster, rounds: int = 5) -> dict:
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from bench.local_node import _install_images, _installed
+    from tests.support.wait import until
+
+    _install_images(cluster)
+    cluster.start_vm([image_ref("worker")])
+    with tempfile.TemporaryDirectory() as tmp:
+        key = Path(tmp) / "id_ed25519"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        _, ssh = _installed(cluster, "two", key, nodes=2)
+
+        def login(command: str) -> str:
+            return subprocess.run([*ssh, command], capture_output=True, text=True, check=True).stdout
+
+        until(lambda: "2 idle" in login("sinfo -h -o '%D %t'"), 600, "both workers idle")
+        runs = {"host worker": "srun -w two-worker-0 true", "vm worker": "srun -w two-emulated-0 true",
+                "both (srun -N2)": "srun -N2 -w two-worker-0,two-emulated-0 true"}
+        seconds = {what: round(statistics.median(_timed(lambda: login(command)) for _ in range(rounds)), 2)
+                   for what, command in runs.items()}
+    return {"job step through ssh, median (s)": seconds,
+            "vm / host": round(seconds["vm worker"] / seconds["host worker"], 1), "rounds": rounds}
+
+
 def main() -> int:
-    print(json.dumps(on_a_local_node(bench), indent=1))
+    what = sys.argv[1] if len(sys.argv) > 1 else "nodes"
+    print(json.dumps(on_a_local_node({"nodes": bench, "steps": bench_steps}[what]), indent=1))
     return 0
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.cluster.controlplane import ControlPlane
-from tests.cluster.node import NODE_IP, HostState, Node
+from tests.cluster.node import NODE_IP, HostState, Node, NodeError
 from tests.cluster.vm_node import VmNode
 
 DEFAULT_DIR = Path("/var/lib/soperator/local")
@@ -48,6 +48,12 @@ class LocalCluster:
         return self.node
 
     def start_vm(self, images: list[str]) -> VmNode:
+        """The second node, joined to this directory's running control plane (adopted if an earlier
+        invocation started it, as `quickstart.py up` does step by step)."""
+        if not self.plane.components and not self.plane.attach():
+            raise NodeError("the control plane is not running: start it first (up)")
+        if self.vm.attach():
+            return self.vm
         self.volumes.mkdir(parents=True, exist_ok=True)
         return self.vm.start(images)
 

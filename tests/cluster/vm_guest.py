@@ -5,6 +5,9 @@ delegated, the modules the CNI bridge and kube-proxy need, its address and route
 host's directories it shares (the jail among them) at the same paths as on the host, then containerd,
 the images the host saved for it, the kubelet and kube-proxy. Each process logs into the share; the
 host reads the node's state from the apiserver. Orphans are reaped, as PID 1 must.
+
+Standalone on purpose: the VM has Python's standard library and nothing of this repository, so it
+repeats a few lines soperator.node.supervise also has (the reaping loop) rather than import them.
 """
 import ctypes
 import json

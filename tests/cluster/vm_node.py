@@ -87,6 +87,11 @@ class VmNode:
 
     # --- start -----------------------------------------------------------------------------------
 
+    def attach(self) -> bool:
+        """Whether a VM an earlier invocation started from this directory still runs and is Ready."""
+        self.qemu = self.qemu or self._stopper()
+        return self.qemu.alive() and self._ready()
+
     def start(self, images: list[str], timeout: float = 900) -> "VmNode":
         began = time.monotonic()
         image = ensure_image()
@@ -249,9 +254,7 @@ class VmNode:
     def stop(self, grace: float = 120) -> None:
         """Ask the guest to stop its services and power off (the image store's disk closes cleanly), then
         stop qemu by PID if it has not ended; then the link. The root disk's writes were never kept."""
-        if self.qemu is None:
-            self.qemu = Component("qemu", [shutil.which("qemu-system-x86_64") or "qemu-system-x86_64"],
-                                  self.logs / "console.log")
+        self.qemu = self.qemu or self._stopper()
         if self.qemu.alive() and self.workdir.exists():
             (self.workdir / "guest.stop").write_text("")
             deadline = time.monotonic() + grace
@@ -263,6 +266,11 @@ class VmNode:
             # A node that will not come back: its Node object goes too, as a cloud's node controller does.
             run(str(ensure_binaries()["kubectl"]), "--kubeconfig", str(self.plane.kubeconfig), "delete", "node",
                 NAME, "--ignore-not-found", check=False)
+
+
+    def _stopper(self) -> Component:
+        """The qemu process by its PID file alone (its PID is checked to still run qemu)."""
+        return Component("qemu", [shutil.which("qemu-system-x86_64") or "qemu-system-x86_64"], self.logs / "console.log")
 
 
 def host_leftovers() -> list[str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import paramiko
 import pytest
@@ -16,11 +15,10 @@ from images.build import build_all, image_ref
 from tests.cluster.node import NODE_IP
 from tests.cluster.vm_node import NAME as VM_NAME
 from tests.kube.conftest import adopt_crd
+from tests.support.quickstart_run import quickstart_up
 from tests.support.ssh_session import Login
-from tests.support_paths import ROOT
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
-SCRIPT = ROOT / "examples" / "quickstart.py"
 IMAGES = ("controller", "worker", "login", "populate-jail", "operator", "database")
 NAME = "two"
 # Each step says where it ran: its host, its kernel, the type of its cgroup file system, and what it
@@ -42,14 +40,8 @@ def test_a_job_spans_the_host_and_the_vm_in_one_jail(two_nodes, local_cluster, t
     adopt_crd(kubectl, "soperator", namespace)
     key_file = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
-    env = {**os.environ, "PATH": f"{tools['kubectl'].parent}:{os.environ['PATH']}"}
-    quickstart = subprocess.run(
-        [sys.executable, str(SCRIPT), "up", "--kubeconfig", str(local_cluster.plane.kubeconfig),
-         "--volumes-dir", str(local_cluster.volumes), "--namespace", namespace, "--cluster-name", NAME,
-         "--ssh-key", f"{key_file}.pub", "--timeout", "1200", "--nodes", "2", "--workers", "1",
-         "--set-operator", "resyncSeconds=5",
-         "--set-operator", f"seccompProfiles.kubeletRootDir={local_cluster.node.workdir / 'kubelet'}"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    quickstart = quickstart_up(local_cluster, tools, namespace, NAME, key_file, "--timeout", "1200", "--nodes", "2",
+                               "--workers", "1", timeout=1500)
     state = kubectl("-n", namespace, "get", "slurmcluster,pods,jobs,statefulsets,pvc", "-o", "wide").stdout
     assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
     pods = kubectl("-n", namespace, "get", "pods", "-o",
@@ -81,6 +73,6 @@ def test_a_job_spans_the_host_and_the_vm_in_one_jail(two_nodes, local_cluster, t
     # The VM's step wrote into the jail on the host's disk.
     jail = local_cluster.volumes / f"{namespace}-{NAME}-jail"
     assert (jail / "root" / "across" / f"{NAME}-emulated-0").read_text().split() == emulated
-    subprocess.run(["helm", "--kubeconfig", str(local_cluster.plane.kubeconfig), "-n", namespace, "uninstall",
-                    NAME, f"{NAME}-storage", "soperator", "--wait", "--timeout", "300s"], env=env, check=True,
+    subprocess.run([str(tools["helm"]), "--kubeconfig", str(local_cluster.plane.kubeconfig), "-n", namespace,
+                    "uninstall", NAME, f"{NAME}-storage", "soperator", "--wait", "--timeout", "300s"], check=True,
                    capture_output=True)

@@ -17,6 +17,11 @@ from tests.support.wait import until
 
 pytestmark = pytest.mark.kube
 OLD, NEW = "24.11", "26.05"
+# No image of this registry is on the node: the kubelet never starts these pods' containers, so the
+# pod statuses the tests write stand. With the images present (a test before this one imported them),
+# slurmdbd's readiness probe would set Ready back to False under the test.
+REGISTRY = "localhost/soperator-absent"
+IMAGES = {"registry": REGISTRY}
 
 
 @pytest.fixture
@@ -58,13 +63,13 @@ def _cond(kube, namespace, name) -> dict:
 
 
 def test_parts_move_in_order_and_a_waiting_part_keeps_its_release(kube, kubectl, crd_installed, namespace):
-    _create(kubectl, namespace, "up", slurmVersion=OLD, nodeSets=[{"name": "cpu", "replicas": 1}],
+    _create(kubectl, namespace, "up", slurmVersion=OLD, nodeSets=[{"name": "cpu", "replicas": 1}], images=IMAGES,
             login={"replicas": 1})
     reconcile(kube, _body(kube, namespace, "up"))
     _finish_job(kubectl, namespace, "up-populate-jail")
     reconcile(kube, _body(kube, namespace, "up"))
     for sts in ("up-controller", "up-cpu", "up-login"):
-        assert _template(kube, namespace, sts) == (OLD, f"localhost/soperator/{sts.split('-')[1]}:{image_tag(OLD)}"
+        assert _template(kube, namespace, sts) == (OLD, f"{REGISTRY}/{sts.split('-')[1]}:{image_tag(OLD)}"
                                                    .replace("/cpu:", "/worker:"))
         _settle(kube, kubectl, namespace, sts)
     reconcile(kube, _body(kube, namespace, "up"))
@@ -74,7 +79,7 @@ def test_parts_move_in_order_and_a_waiting_part_keeps_its_release(kube, kubectl,
     reconcile(kube, _body(kube, namespace, "up"))
     # No accounting: slurmctld first; the workers and login keep 24.11, and so does slurm.conf.
     assert _template(kube, namespace, "up-controller")[0] == NEW
-    assert _template(kube, namespace, "up-cpu") == (OLD, f"localhost/soperator/worker:{image_tag(OLD)}")
+    assert _template(kube, namespace, "up-cpu") == (OLD, f"{REGISTRY}/worker:{image_tag(OLD)}")
     assert _template(kube, namespace, "up-login")[0] == OLD
     conf = kube.get("v1", "ConfigMap", namespace, "up-slurm-configs")["data"]["slurm.conf"]
     assert "MetricsType" not in conf
@@ -87,7 +92,7 @@ def test_parts_move_in_order_and_a_waiting_part_keeps_its_release(kube, kubectl,
     reconcile(kube, _body(kube, namespace, "up"))
     # slurmctld runs 26.05: the workers' template moves (their pods are replaced drain-first, by the
     # rollout, not here: no Slurm answers in this test); login still waits.
-    assert _template(kube, namespace, "up-cpu") == (NEW, f"localhost/soperator/worker:{image_tag(NEW)}")
+    assert _template(kube, namespace, "up-cpu") == (NEW, f"{REGISTRY}/worker:{image_tag(NEW)}")
     assert _template(kube, namespace, "up-login")[0] == OLD
     reconcile(kube, _body(kube, namespace, "up"))  # the status tells what a pass saw as it began
     status = _body(kube, namespace, "up")["status"]["slurmRelease"]
@@ -96,7 +101,7 @@ def test_parts_move_in_order_and_a_waiting_part_keeps_its_release(kube, kubectl,
 
 
 def test_a_downgrade_is_refused_and_nothing_changes(kube, kubectl, crd_installed, namespace):
-    _create(kubectl, namespace, "dn", nodeSets=[{"name": "cpu", "replicas": 1}])
+    _create(kubectl, namespace, "dn", nodeSets=[{"name": "cpu", "replicas": 1}], images=IMAGES)
     reconcile(kube, _body(kube, namespace, "dn"))
     _finish_job(kubectl, namespace, "dn-populate-jail")
     reconcile(kube, _body(kube, namespace, "dn"))
@@ -123,7 +128,8 @@ def test_slurm_conf_keeps_naming_slurmdbd_while_it_restarts(kube, kubectl, crd_i
     """slurmdbd first answers: slurm.conf names it. slurmdbd goes away (its upgrade, a rescheduled pod):
     slurm.conf keeps naming it, since slurmctld keeps the records for it meanwhile; a config without it
     would lose them (and reconfigure slurmctld twice)."""
-    _create(kubectl, namespace, "acct", nodeSets=[{"name": "cpu", "replicas": 1}], accounting={"enabled": True})
+    _create(kubectl, namespace, "acct", nodeSets=[{"name": "cpu", "replicas": 1}], accounting={"enabled": True},
+            images=IMAGES)
     reconcile(kube, _body(kube, namespace, "acct"))
     _finish_job(kubectl, namespace, "acct-populate-jail")
     conf = lambda: kube.get("v1", "ConfigMap", namespace, "acct-slurm-configs")["data"]["slurm.conf"]  # noqa: E731

@@ -15,11 +15,9 @@ run on it, and `helm uninstall`, which must leave the jail and its data.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 
 import paramiko
 import pytest
@@ -33,12 +31,12 @@ from tests.kube.conftest import adopt_crd
 from tests.kube.test_operator import scrape
 from tests.support.enroot_host import bookworm_image, import_podman_image
 from tests.support.job_reason import waits_for_nodes
+from tests.support.quickstart_run import quickstart_up
 from tests.support.ssh_session import Login, run
 from tests.support.wait import until
 from tests.support_paths import ROOT
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
-SCRIPT = ROOT / "examples" / "quickstart.py"
 IMAGES = ("controller", "worker", "login", "populate-jail", "operator", "database")
 NAME = "up"
 # Each step writes who it is, which root it sees (device:inode of /) and whether the kubelet's
@@ -81,13 +79,7 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
     adopt_crd(kubectl, "soperator", namespace)
     key_file = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
-    env = {**os.environ, "PATH": f"{tools['kubectl'].parent}:{os.environ['PATH']}"}
-    quickstart = subprocess.run(
-        [sys.executable, str(SCRIPT), "up", "--kubeconfig", str(local_cluster.plane.kubeconfig),
-         "--volumes-dir", str(local_cluster.volumes), "--namespace", namespace, "--cluster-name", NAME,
-         "--ssh-key", f"{key_file}.pub", "--timeout", "600", "--set-operator", "resyncSeconds=5",
-         "--set-operator", f"seccompProfiles.kubeletRootDir={local_cluster.node.workdir / 'kubelet'}"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    quickstart = quickstart_up(local_cluster, tools, namespace, NAME, key_file, "--timeout", "600")
     state = kubectl("-n", namespace, "get", "slurmcluster,pods,jobs,statefulsets,pvc", "-o", "wide").stdout
     assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
     # The script's own first job ran in the jail, through ssh to the NodePort.
