@@ -111,6 +111,8 @@ def main() -> None:
             out.write(str(time.monotonic()))
     except Exception as exc:  # the host reads this; a PID 1 that exits panics the kernel
         log(f"failed: {exc}")
+        with open(os.path.join(SHARE, "guest.failed"), "w") as out:
+            out.write(str(exc))
         children = {}
     stop = os.path.join(SHARE, "guest.stop")
     while not os.path.exists(stop):

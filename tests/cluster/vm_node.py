@@ -97,7 +97,7 @@ class VmNode:
         image = ensure_image()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
-        for flag in ("guest.ready", "guest.stop"):
+        for flag in ("guest.ready", "guest.stop", "guest.failed"):
             (self.workdir / flag).unlink(missing_ok=True)
         shutil.copy(HERE / "vm_guest.py", self.workdir / "vm_guest.py")
         archives = self._save_images(images)
@@ -110,6 +110,7 @@ class VmNode:
         try:
             self._wait(lambda: (self.workdir / "guest.ready").exists(), deadline, "the guest's services")
             self.phases["booted"] = time.monotonic() - began
+            (self.workdir / "images.tar").unlink(missing_ok=True)  # imported by now
             self._wait(self._ready, deadline, "the node's Ready condition")
             self.phases["ready"] = time.monotonic() - began
         except NodeError:
@@ -138,6 +139,8 @@ class VmNode:
         while time.monotonic() < deadline:
             if not self.qemu.alive():
                 raise NodeError(f"the VM exited while waiting for {what}:\n{self.tail()}")
+            if (self.workdir / "guest.failed").exists():
+                raise NodeError(f"the VM's guest failed: {(self.workdir / 'guest.failed').read_text()}\n{self.tail()}")
             if ready():
                 return
             time.sleep(1)
