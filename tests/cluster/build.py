@@ -11,6 +11,7 @@ changed. A failure raises BuildError with one readable message.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -49,9 +50,15 @@ def go_binary() -> str:
     return found
 
 
+@functools.cache
+def _go_version(go: str) -> str:
+    """Asked once per process: every kubectl and ctr call checks the binaries' fingerprints."""
+    return subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout
+
+
 def _fingerprint(go: str, module: Path, ldflags: str) -> str:
     digest = hashlib.sha256()
-    version = subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout
+    version = _go_version(go)
     digest.update(version.encode() + ldflags.encode())
     for path in sorted([module / "go.mod", module / "go.sum", *module.glob("*.go"), *module.glob("cmd/*/main.go")]):
         digest.update(path.name.encode() + path.read_bytes())

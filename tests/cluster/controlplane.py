@@ -196,11 +196,12 @@ class ControlPlane:
     def _write_kubeconfig(self) -> None:
         self.write_kubeconfig(self.kubeconfig, self.pki.admin_cert, self.pki.admin_key)
 
-    def write_kubeconfig(self, path: Path, cert: Path, key: Path) -> None:
+    def write_kubeconfig(self, path: Path, cert: Path, key: Path, ca: Path | None = None) -> None:
+        """`ca`: where the reader finds the CA certificate, if not at the control plane's own path."""
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "test",
             "clusters": [{"name": "test", "cluster": {"server": self.url,
-                                                       "certificate-authority": str(self.pki.ca_cert)}}],
+                                                       "certificate-authority": str(ca or self.pki.ca_cert)}}],
             "users": [{"name": "user", "user": {"client-certificate": str(cert), "client-key": str(key)}}],
             "contexts": [{"name": "test", "context": {"cluster": "test", "user": "user"}}],
         }

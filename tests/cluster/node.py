@@ -154,19 +154,8 @@ class Node:
         work, pki = self.workdir, self.plane.pki
         self.ports = {k: free_port() for k in ("kubelet", "kubelet_health", "proxy_health", "proxy_metrics",
                                                  "dns_health", "dns_ready")}
-        bins = ensure_binaries()
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), undefined=jinja2.StrictUndefined)
-        (work / "containerd.toml").write_text(env.get_template("containerd.toml.j2").render(
-            root=self.image_store, state=work / "containerd" / "state", socket=self.socket,
-            pause_image=PAUSE_IMAGE, shim=bins["containerd-shim-runc-v2"], runc=bins["runc"], cni_bin="/usr/lib/cni",
-            cni_conf=work / "cni"))
-        (work / "cni").mkdir(exist_ok=True)
-        (work / "cni" / "10-soperator.conflist").write_text(json.dumps({
-            "cniVersion": "0.4.0", "name": "soperator", "plugins": [
-                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
-                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]],
-                          "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(work / "cni-ipam")}},
-                {"type": "portmap", "capabilities": {"portMappings": True}}]}, indent=2))
+        write_runtime_configs(work, root=self.image_store, state=work / "containerd" / "state", socket=self.socket,
+                              bridge=BRIDGE, pod_cidr=POD_CIDR, ipam_dir=work / "cni-ipam")
         node_cert = pki.issue(f"system:node:{NODE_NAME}", "system:nodes", ExtendedKeyUsageOID.CLIENT_AUTH)
         serving = pki.issue(f"kubelet-serving-{NODE_NAME}", None, ExtendedKeyUsageOID.SERVER_AUTH,
                             dns=[NODE_NAME], ips=[NODE_IP])
@@ -174,23 +163,10 @@ class Node:
         dns_cert = pki.issue("soperator-local-coredns", None, ExtendedKeyUsageOID.CLIENT_AUTH)
         for name, (cert, key) in {"kubelet": node_cert, "kube-proxy": proxy_cert, "coredns": dns_cert}.items():
             self.plane.write_kubeconfig(work / f"{name}.kubeconfig", cert, key)
-        (work / "kubelet.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-            "address": NODE_IP, "port": self.ports["kubelet"], "readOnlyPort": 0,
-            "healthzBindAddress": "127.0.0.1", "healthzPort": self.ports["kubelet_health"],
-            "tlsCertFile": str(serving[0]), "tlsPrivateKeyFile": str(serving[1]),
-            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                               "x509": {"clientCAFile": str(pki.ca_cert)}},
-            "authorization": {"mode": "Webhook"},
-            "containerRuntimeEndpoint": f"unix://{self.socket}",
-            "cgroupDriver": "cgroupfs", "failSwapOn": False, "failCgroupV1": False,
-            "protectKernelDefaults": False, "clusterDNS": [NODE_IP], "clusterDomain": CLUSTER_DOMAIN,
-            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                             "nodefs.inodesFree": "1%"},
-            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-            "podLogsDir": str(work / "pod-logs"), "volumePluginDir": str(work / "volume-plugins"),
-            "serializeImagePulls": False, "maxPods": 50, "staticPodPath": "",
-        }))
+        (work / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(
+            NODE_IP, self.ports["kubelet"], serving, pki.ca_cert, self.socket, memory_reserve="100Mi",
+            healthzBindAddress="127.0.0.1", healthzPort=self.ports["kubelet_health"], failCgroupV1=False,
+            podLogsDir=str(work / "pod-logs"), volumePluginDir=str(work / "volume-plugins"), maxPods=50)))
         (work / "kube-proxy.yaml").write_text(yaml.safe_dump({
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
             "clientConnection": {"kubeconfig": str(work / "kube-proxy.kubeconfig")},
@@ -213,11 +189,7 @@ class Node:
         (work / "ports.json").write_text(json.dumps(self.ports))
 
     def _node_ready(self) -> bool:
-        proc = self.plane_kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
-        if proc.returncode != 0:
-            return False
-        conditions = json.loads(proc.stdout)["status"].get("conditions", [])
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        return node_ready(self.plane, NODE_NAME)
 
     # --- images ----------------------------------------------------------------------------------
 
@@ -282,10 +254,7 @@ class Node:
         self._ctr("tasks", "kill", "-s", "SIGKILL", container_id.removeprefix("containerd://"))
 
     def plane_kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        from tests.cluster.tools import ensure_tools
-
-        return run(str(ensure_tools()["kubectl"]), "--kubeconfig", str(self.plane.kubeconfig), *args,
-                   input=input, check=check, timeout=120)
+        return plane_kubectl(self.plane, *args, input=input, check=check)
 
     # --- stop ------------------------------------------------------------------------------------
 
@@ -326,6 +295,62 @@ class Node:
 
     def _ctr_ids(self, kind: str) -> list[str]:
         return [line.split()[0] for line in self._ctr(kind, "ls", check=False).stdout.splitlines()[1:] if line]
+
+
+def plane_kubectl(plane: ControlPlane, *args: str, input: str | None = None,
+                  check: bool = True) -> subprocess.CompletedProcess:
+    from tests.cluster.tools import ensure_tools
+
+    return run(str(ensure_tools()["kubectl"]), "--kubeconfig", str(plane.kubeconfig), *args, input=input,
+               check=check, timeout=120)
+
+
+def node_ready(plane: ControlPlane, name: str) -> bool:
+    proc = plane_kubectl(plane, "get", "node", name, "-o", "json", check=False)
+    if proc.returncode != 0:
+        return False
+    conditions = json.loads(proc.stdout)["status"].get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def write_runtime_configs(work: Path, root: Path | str, state: Path | str, socket: Path | str, bridge: str,
+                          pod_cidr: str, ipam_dir: Path | str) -> None:
+    """A node's containerd.toml (the runtime built beside it) and its CNI network (work/cni): a bridge
+    with the node's pod range, the gateway on the node, no masquerade."""
+    bins = ensure_binaries()
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), undefined=jinja2.StrictUndefined)
+    (work / "containerd.toml").write_text(env.get_template("containerd.toml.j2").render(
+        root=root, state=state, socket=socket, pause_image=PAUSE_IMAGE, shim=bins["containerd-shim-runc-v2"],
+        runc=bins["runc"], cni_bin="/usr/lib/cni", cni_conf=work / "cni"))
+    (work / "cni").mkdir(exist_ok=True)
+    (work / "cni" / "10-soperator.conflist").write_text(json.dumps({
+        "cniVersion": "0.4.0", "name": "soperator", "plugins": [
+            {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
+             "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]],
+                      "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(ipam_dir)}},
+            {"type": "portmap", "capabilities": {"portMappings": True}}]}, indent=2))
+
+
+def kubelet_config(address: str, port: int, serving: tuple[Path, Path], ca: Path, socket: Path | str,
+                   memory_reserve: str, **more) -> dict:
+    """What every node's kubelet here has: webhook authentication and authorization, the cgroupfs
+    driver (no systemd), the cluster's DNS, images never garbage-collected (they are imported, nothing
+    can pull them again) and eviction thresholds low enough for a shared disk; `more` per node."""
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "address": address, "port": port, "readOnlyPort": 0,
+        "tlsCertFile": str(serving[0]), "tlsPrivateKeyFile": str(serving[1]),
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                           "x509": {"clientCAFile": str(ca)}},
+        "authorization": {"mode": "Webhook"},
+        "containerRuntimeEndpoint": f"unix://{socket}",
+        "cgroupDriver": "cgroupfs", "failSwapOn": False,
+        "protectKernelDefaults": False, "clusterDNS": [NODE_IP], "clusterDomain": CLUSTER_DOMAIN,
+        "evictionHard": {"memory.available": memory_reserve, "nodefs.available": "1%", "imagefs.available": "1%",
+                         "nodefs.inodesFree": "1%"},
+        "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False, "staticPodPath": "", **more,
+    }
 
 
 def mounts_under(top: Path) -> list[str]:

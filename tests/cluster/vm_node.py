@@ -25,13 +25,13 @@ import shutil
 import time
 from pathlib import Path
 
-import jinja2
 import yaml
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from tests.cluster.build import BIN, ensure_binaries
 from tests.cluster.controlplane import ControlPlane
-from tests.cluster.node import CLUSTER_DOMAIN, HERE, NODE_IP, PAUSE_IMAGE, NodeError, run
+from tests.cluster.node import (HERE, NODE_IP, PAUSE_IMAGE, NodeError, kubelet_config, node_ready, plane_kubectl,
+                                run, write_runtime_configs)
 from tests.cluster.process import Component
 from tests.cluster.vm_image import VM_CACHE, ensure_image
 
@@ -119,9 +119,12 @@ class VmNode:
             raise
         return self
 
+    def _shares(self) -> list[tuple[str, Path, bool]]:
+        """(9p tag, host path, read-only) of each directory the VM mounts at the same path."""
+        return [("node", self.workdir, False), ("bin", BIN, True),
+                *((f"share{i}", path, False) for i, path in enumerate(self.shared))]
+
     def _define(self, image) -> Component:
-        shares = [("node", self.workdir, False), ("bin", BIN, True),
-                  *((f"share{i}", path, False) for i, path in enumerate(self.shared))]
         argv = ["qemu-system-x86_64", "-accel", "tcg", "-m", str(self.memory_mb), "-smp", str(self.cpus),
                 "-nographic", "-no-reboot", "-kernel", str(image.kernel), "-initrd", str(image.initrd),
                 "-append", f"console=ttyS0 panic=-1 soperator.node={self.workdir}",
@@ -129,7 +132,7 @@ class VmNode:
                 "-drive", f"file={self.store.disk},if=virtio,format=raw",
                 "-netdev", f"tap,id=net0,ifname={TAP},script=no,downscript=no",
                 "-device", "virtio-net-pci,netdev=net0"]
-        for tag, path, readonly in shares:
+        for tag, path, readonly in self._shares():
             argv += ["-virtfs", f"local,path={path},mount_tag={tag},security_model=passthrough"
                      + (",readonly=on" if readonly else "")]
         argv[0] = shutil.which(argv[0]) or argv[0]
@@ -154,12 +157,7 @@ class VmNode:
         return "\n".join(parts)
 
     def _ready(self) -> bool:
-        proc = run(str(ensure_binaries()["kubectl"]), "--kubeconfig", str(self.plane.kubeconfig), "get", "node",
-                   NAME, "-o", "json", check=False)
-        if proc.returncode != 0:
-            return False
-        conditions = json.loads(proc.stdout)["status"].get("conditions", [])
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        return node_ready(self.plane, NAME)
 
     def _save_images(self, images: list[str]) -> list[str]:
         """The images the VM's store lacks (by podman image ID), saved into one archive it imports at boot."""
@@ -195,41 +193,16 @@ class VmNode:
                                  ips=[ADDRESS]))
         proxy = copy(pki.issue("system:kube-proxy", None, ExtendedKeyUsageOID.CLIENT_AUTH))
         for name, (cert, key) in {"kubelet": node_cert, "kube-proxy": proxy}.items():
-            (work / f"{name}.kubeconfig").write_text(json.dumps({
-                "apiVersion": "v1", "kind": "Config", "current-context": "test",
-                "clusters": [{"name": "test", "cluster": {"server": self.plane.url, "certificate-authority": str(ca)}}],
-                "users": [{"name": "user", "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-                "contexts": [{"name": "test", "context": {"cluster": "test", "user": "user"}}]}))
+            self.plane.write_kubeconfig(work / f"{name}.kubeconfig", cert, key, ca=ca)
         socket = "/run/containerd/containerd.sock"
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), undefined=jinja2.StrictUndefined)
-        (work / "containerd.toml").write_text(env.get_template("containerd.toml.j2").render(
-            root="/var/lib/containerd", state="/run/containerd", socket=socket, pause_image=PAUSE_IMAGE,
-            shim=bins["containerd-shim-runc-v2"], runc=bins["runc"], cni_bin="/usr/lib/cni", cni_conf=work / "cni"))
-        (work / "cni").mkdir(exist_ok=True)
-        (work / "cni" / "10-soperator.conflist").write_text(json.dumps({
-            "cniVersion": "0.4.0", "name": "soperator", "plugins": [
-                {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True,
-                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]],
-                          "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "/var/lib/cni-ipam"}},
-                {"type": "portmap", "capabilities": {"portMappings": True}}]}))
+        write_runtime_configs(work, root="/var/lib/containerd", state="/run/containerd", socket=socket, bridge=BRIDGE,
+                              pod_cidr=POD_CIDR, ipam_dir="/var/lib/cni-ipam")
         (work / "resolv.conf").write_text(f"nameserver {NODE_IP}\n")
-        (work / "kubelet.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-            "address": ADDRESS, "port": KUBELET_PORT, "readOnlyPort": 0,
-            "tlsCertFile": str(serving[0]), "tlsPrivateKeyFile": str(serving[1]),
-            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                               "x509": {"clientCAFile": str(ca)}},
-            "authorization": {"mode": "Webhook"},
-            "containerRuntimeEndpoint": f"unix://{socket}",
-            "cgroupDriver": "cgroupfs", "failSwapOn": False, "resolvConf": str(work / "resolv.conf"),
-            "protectKernelDefaults": False, "clusterDNS": [NODE_IP], "clusterDomain": CLUSTER_DOMAIN,
-            "evictionHard": {"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                             "nodefs.inodesFree": "1%"},
-            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-            "serializeImagePulls": False, "maxPods": 30, "staticPodPath": "", "registerWithTaints": [TAINT],
+        (work / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config(
+            ADDRESS, KUBELET_PORT, serving, ca, socket, memory_reserve="50Mi", resolvConf=str(work / "resolv.conf"),
+            maxPods=30, registerWithTaints=[TAINT],
             # Emulation is slow: the default 4 minutes for a runtime request is not always enough.
-            "runtimeRequestTimeout": "15m",
-        }))
+            runtimeRequestTimeout="15m")))
         (work / "kube-proxy.yaml").write_text(yaml.safe_dump({
             "apiVersion": "kubeproxy.config.k8s.io/v1alpha1", "kind": "KubeProxyConfiguration",
             "clientConnection": {"kubeconfig": str(work / "kube-proxy.kubeconfig")},
@@ -240,8 +213,8 @@ class VmNode:
         (work / "config.json").write_text(json.dumps({
             "name": NAME, "address": f"{ADDRESS}/{LINK}", "gateway": HOST_SIDE, "path": path,
             "containerd_socket": socket, "ctr": str(bins["ctr"]), "archives": archives,
-            "shares": [{"tag": "bin", "path": str(BIN), "readonly": True},
-                       *({"tag": f"share{i}", "path": str(p), "readonly": False} for i, p in enumerate(self.shared))],
+            "shares": [{"tag": tag, "path": str(path), "readonly": readonly}
+                       for tag, path, readonly in self._shares() if tag != "node"],  # "node": mounted by the disk's init
             "processes": [
                 ["containerd", [str(bins["containerd"]), "--config", str(work / "containerd.toml")]],
                 ["kubelet", [str(bins["kubelet"]), f"--config={work / 'kubelet.yaml'}",
@@ -267,8 +240,7 @@ class VmNode:
         run("ip", "link", "del", TAP, check=False)
         if self.plane.components and all(c.alive() for c in self.plane.components):
             # A node that will not come back: its Node object goes too, as a cloud's node controller does.
-            run(str(ensure_binaries()["kubectl"]), "--kubeconfig", str(self.plane.kubeconfig), "delete", "node",
-                NAME, "--ignore-not-found", check=False)
+            plane_kubectl(self.plane, "delete", "node", NAME, "--ignore-not-found", check=False)
 
 
     def _stopper(self) -> Component:
