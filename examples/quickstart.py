@@ -151,7 +151,6 @@ def install_charts(args) -> None:
            "--set", f"accountingDatabase.persistentVolume.hostPath={volumes}-accounting-db") if args.accounting else ()))
     values = {"spec": {"nodeSets": [{"name": "worker", "replicas": args.workers}, *_emulated_node_set(args)],
                        "controller": {"spool": {"claimName": f"{name}-controller-spool"}},
-                       "slurmConfig": {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"},
                        "login": {"service": {"type": "NodePort"},
                                  "rootSshPublicKeys": [args.ssh_key.read_text().strip()]}}}
     if args.slurm_version:
@@ -161,7 +160,7 @@ def install_charts(args) -> None:
     with tempfile.NamedTemporaryFile("w", suffix=".json") as fh:
         json.dump(values, fh)
         fh.flush()
-        run(*helm, name, str(CHARTS / "slurm-cluster"), "-f", fh.name)
+        run(*helm, name, str(CHARTS / "slurm-cluster"), "-f", fh.name, *(x for v in args.values for x in ("-f", str(v))))
 
 
 def _emulated_node_set(args) -> list[dict]:
@@ -300,6 +299,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "in the state directory)")
     parser.add_argument("--set-operator", action="append", default=[], metavar="KEY=VALUE",
                         help="a --set for the slurm-operator chart (repeatable)")
+    parser.add_argument("--values", type=Path, action="append", default=[], metavar="FILE",
+                        help="a values file for the slurm-cluster chart, over the quick start's (repeatable; "
+                             "helm replaces lists such as spec.nodeSets whole)")
     parser.add_argument("--slurm-version", choices=("24.11", "26.05"),
                         help="the Slurm release to start on (default: the chart's, 26.05)")
     parser.add_argument("--accounting", action="store_true", help="slurmdbd and MariaDB, on a kept volume")

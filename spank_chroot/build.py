@@ -36,6 +36,7 @@ int soperator_mask_proc(const char *proc, char *err, size_t errlen);
 int soperator_enter_jail(const char *jail, char *err, size_t errlen);
 int soperator_allows_userns(int argc, const char *const *argv);
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
+int soperator_read_only_cgroups(const char *root, char *err, size_t errlen);
 int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen);
 int soperator_limit_session_capabilities(char *err, size_t errlen);
 int soperator_read_user_dirs(const char *file, char *buf, size_t buflen, char *err, size_t errlen);
@@ -45,7 +46,7 @@ int soperator_user_dirs(const char *list, uint32_t uid, uint32_t gid, char *err,
 """
 # The C files with no Slurm symbols (all but plugin.c): the binding, and the plain library the login
 # node loads.
-SOURCES = ("fail.c", "jail.c", "proc_mask.c", "restrict.c", "user_dirs.c")
+SOURCES = ("cgroup_view.c", "fail.c", "jail.c", "proc_mask.c", "restrict.c", "user_dirs.c")
 
 
 def binding_ffi() -> FFI:

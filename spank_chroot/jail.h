@@ -40,6 +40,12 @@ int soperator_enter_jail(const char *jail, char *err, size_t errlen);
  * reason in err (the caller must then fail: the procfs is half-masked). */
 int soperator_mask_proc(const char *proc, char *err, size_t errlen);
 
+/* For a task about to exec the user's program, in a mount namespace of its own: the cgroup file system
+ * at `root` (and every mount below it) read-only. slurmstepd keeps its writable view. Returns 0 (also
+ * when `root` does not exist), or -1 with the reason in err. */
+int soperator_read_only_cgroups(const char *root, char *err, size_t errlen);
+#define SOPERATOR_CGROUP_ROOT "/sys/fs/cgroup"
+
 /* Whether the plugin arguments carry SOPERATOR_OPT_ALLOW_USERNS. */
 int soperator_allows_userns(int argc, const char *const *argv);
 

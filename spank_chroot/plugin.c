@@ -101,9 +101,11 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     (void)av;
     if (spank_context() != S_CTX_REMOTE)
         return ESPANK_SUCCESS;
-    /* A user's program in the jail gains no privilege by exec and creates no user namespace. */
+    /* A user's program in the jail sees its cgroups read-only, gains no privilege by exec and creates
+     * no user namespace. */
     if (step_state == ALLOWED && entered_jail &&
-        soperator_restrict_task(allow_userns, refusal, sizeof(refusal)) != 0)
+        (soperator_read_only_cgroups(SOPERATOR_CGROUP_ROOT, refusal, sizeof(refusal)) != 0 ||
+         soperator_restrict_task(allow_userns, refusal, sizeof(refusal)) != 0))
         step_state = REFUSED;
     if (step_state == ALLOWED)
         return ESPANK_SUCCESS;

@@ -1,6 +1,7 @@
 """The desired state of one Slurm cluster: the `spec` of a SlurmCluster."""
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal, Optional
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -11,7 +12,7 @@ from soperator.api import releases
 from soperator.api.containers import Pyxis
 from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, AnnotationMap, Cidr, DnsLabel, ImageRef, LabelMap,
                                   PositiveQuantity, Registry, SecretName, SshPublicKey, quantity_value)
-from soperator.api.grammar import GresEntry, SlurmName
+from soperator.api.grammar import GRES_NAME_PATTERN, GresDeviceFiles, GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath, overlap_rule, overlapping
 from soperator.api.slurm_config import CgroupConfig, HealthCheck, Partition, PlugStack, SlurmConfig
 from soperator.node.layout import CONTROLLER, DATABASE, LOGIN, POPULATE_JAIL, PORTS, SLURMDBD
@@ -198,7 +199,10 @@ class NodeSetSpec(ComponentBase):
         ("!has(self.gpuType) || (has(self.gpus) && self.gpus > 0)", "gpuType needs gpus > 0"),
         ("!has(self.localVolume) || !has(self.subMounts) || !self.subMounts.exists(m, " + overlap_rule(
             "m.mountPath", "self.localVolume.mountPath") + ")",
-         "localVolume.mountPath overlaps one of the node set's subMounts")))
+         "localVolume.mountPath overlaps one of the node set's subMounts"),
+        ("!has(self.gresFiles) || self.gresFiles.all(k, has(self.gres) && "
+         "self.gres.exists(g, g.substring(0, g.lastIndexOf(':')) == k))",
+         "gresFiles: every key must be one of gres's entries without its count (name or name:type)")))
 
     name: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
     replicas: int = Field(default=2, ge=0, le=65536)
@@ -213,6 +217,11 @@ class NodeSetSpec(ComponentBase):
     gres: list[GresEntry] = Field(
         default_factory=list, max_length=16, description="more Gres= entries 'name[:type]:count', e.g. 'shard:8'",
         json_schema_extra=cel(("self.all(g, !g.startsWith('gpu:'))", "GPUs are set by gpus, not as gres")))
+    gres_files: dict[str, GresDeviceFiles] = Field(
+        default_factory=dict, max_length=16, description="the device files of a gres entry (key: its "
+        "name[:type]), gres.conf's File=, e.g. '/dev/infiniband/uverbs[0-3]': with ConstrainDevices a job "
+        "opens only those of the gres it was given", json_schema_extra=cel(
+            (f"self.all(k, k.matches('{GRES_NAME_PATTERN}'))", "gresFiles: a key is a gres name[:type]")))
     features: list[SlurmName] = Field(default_factory=list, max_length=32)
     shared_memory_size: PositiveQuantity = "64Mi"
     # Bounded tighter than the jail's: the apiserver's CEL cost budget covers every node set's list.
@@ -254,6 +263,17 @@ class NodeSetSpec(ComponentBase):
             raise ValueError(f"GPUs are set by gpus{zero}, not as a gres entry")
         refuse_duplicates(names)
         return gres
+
+    @field_validator("gres_files")
+    @classmethod
+    def _gres_files_named(cls, files: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        entries = {g.rsplit(":", 1)[0] for g in info.data.get("gres") or []}
+        for key in files:
+            if not re.match(GRES_NAME_PATTERN, key):
+                raise ValueError(f"{key!r} is not a gres name[:type]")
+            if key not in entries:
+                raise ValueError(f"{key!r} is none of gres's entries without its count ({', '.join(sorted(entries)) or 'gres is empty'})")
+        return files
 
     @field_validator("sub_mounts")
     @classmethod

@@ -14,6 +14,15 @@ from .roles import JAIL, ONE_SHOT, ROLES, NodeError
 from .supervise import Supervisor, log
 
 
+def tell_kubernetes(message: str) -> None:
+    """The container's termination message (the pod's status shows it; the operator reads it)."""
+    try:
+        with open(PATHS.termination_log, "w", encoding="utf-8") as fh:
+            fh.write(message[:4096])
+    except OSError:
+        pass  # not in a pod
+
+
 def main(argv: list[str]) -> int:
     role = argv[0] if argv else os.environ.get(ENV.component, "")
     if role == "health-check":  # slurmd's HealthCheckProgram: exec'd in the jail, supervises nothing
@@ -26,6 +35,7 @@ def main(argv: list[str]) -> int:
         (ROLES.get(role) or ONE_SHOT[role])(sup)
     except (NodeError, OSError, RuntimeError, subprocess.SubprocessError) as exc:
         log(f"{role} cannot start: {exc}")
+        tell_kubernetes(str(exc))
         sup.stop()
         return 1
     if role in ONE_SHOT:

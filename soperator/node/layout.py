@@ -89,6 +89,11 @@ class PORTS:
     database = 3306  # MariaDB's (and MySQL's) own default, also an external database's default
 
 
+# How a worker that cannot ready its cgroups for Slurm begins its termination message: the operator
+# turns such messages into the WorkersReady condition's reason (reconcile/confinement.py).
+CGROUPS_UNAVAILABLE = "cgroups unavailable: "
+
+
 class ENV:
     """The environment render gives a node container and its entrypoint reads (roles.py, populate.py)."""
 
@@ -99,6 +104,9 @@ class ENV:
     slurmd_conf = "SOPERATOR_SLURMD_CONF"  # a dynamic node's --conf: its node set's resources
     pod_uid = "SOPERATOR_POD_UID"  # tells a restarted container from a new pod (fresh_boot.py)
     health_check_program = "SOPERATOR_HEALTH_CHECK_PROGRAM"
+    # "true" when slurm.conf names a plugin that works through cgroups: the worker readies its cgroup2.
+    slurm_cgroups = "SOPERATOR_SLURM_CGROUPS"
+    node_name = "SOPERATOR_NODE_NAME"  # the Kubernetes node the pod runs on, for messages
     enroot_conf = "SOPERATOR_ENROOT_CONF"
     allow_user_namespaces = "SOPERATOR_ALLOW_USER_NAMESPACES"
     max_user_processes = "SOPERATOR_MAX_USER_PROCESSES"

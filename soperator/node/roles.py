@@ -12,11 +12,12 @@ import time
 
 from . import layout
 from .associations import AssociationSync
+from .cgroups import CgroupError, prepare_slurm_cgroups
 from .cluster_id import take_cluster_id_from_database
 from .database import ensure_account, prepare_datadir, server_argv
 from .fresh_boot import forget_refusal, record, take_over
 from .hold import hold, release
-from .layout import ENV, PATHS
+from .layout import CGROUPS_UNAVAILABLE, ENV, PATHS
 from .mounts import (CONTAINER_RUNTIME, CONTAINERS, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail, harden_jail,
                      mount_private_proc, use_jail_accounts)
 from .names import wait_for_names
@@ -139,6 +140,12 @@ def worker(sup: Supervisor) -> None:
     os.makedirs(os.path.dirname(PATHS.slurmd_log), exist_ok=True)
     # Job users are the jail's users: slurmstepd resolves them before it enters the jail.
     log(f"accounts from the jail: {', '.join(use_jail_accounts(JAIL))}")
+    if os.environ.get(ENV.slurm_cgroups) == "true":
+        # Before /sys goes into the jail: the jail's bind must carry the writable mount.
+        try:
+            log(prepare_slurm_cgroups(os.environ.get(ENV.node_name, "?")))
+        except CgroupError as exc:
+            raise NodeError(f"{CGROUPS_UNAVAILABLE}{exc}") from exc
     start_munged(sup)
     # slurmd keeps the fetched configuration under its spool and links /run/slurm/conf to it: job
     # steps and the Slurm commands in the jail read it there.

@@ -5,6 +5,7 @@ import math
 
 from soperator.api.cluster import SlurmCluster
 from soperator.api.fields import quantity_value
+from soperator.api.slurm_config import uses_cgroups
 from soperator.api.spec import NodeSetSpec
 from soperator.node.layout import ENV, PATHS, PORTS, WORKER
 from soperator.render.common import Obj, object_name, resources, slurm_daemon_probes
@@ -61,6 +62,15 @@ def _health_check_env(cluster: SlurmCluster) -> list[Obj]:
     return [{"name": ENV.health_check_program, "value": health.program}] if health.interval > 0 else []
 
 
+def _cgroups_env(cluster: SlurmCluster) -> list[Obj]:
+    """Where slurm.conf names a plugin that works through cgroups, the worker readies its own cgroup2
+    for slurmd (soperator/node/cgroups.py), and names its Kubernetes node when it cannot."""
+    if not uses_cgroups(cluster.spec.slurm_config):
+        return []
+    return [{"name": ENV.slurm_cgroups, "value": "true"},
+            {"name": ENV.node_name, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+
+
 def worker_limits(node_set: NodeSetSpec) -> dict[str, str]:
     """The GPUs, and a memory limit where the node set names none: the RealMemory Slurm fills with
     jobs, the pod's /dev/shm (memory too) and the daemons beside them. Without it a worker could take
@@ -104,7 +114,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
                 {"name": ENV.slurmd_conf, "value": worker_node_conf(node_set)},
                 # Part of the node's InstanceId in Slurm: which pod (and container) registered it.
                 {"name": ENV.pod_uid, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
-                *pyxis_env, *_health_check_env(cluster)],
+                *pyxis_env, *_health_check_env(cluster), *_cgroups_env(cluster)],
         "ports": [{"name": "slurmd", "containerPort": PORTS.slurmd, "protocol": "TCP"}],
         "securityContext": worker_security_context(node_set),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster, node_set.sub_mounts) + local_mounts + [

@@ -44,7 +44,9 @@ def prepare(config: dict) -> None:
     # Not /tmp: the node's share may be mounted under it already (the host's path, kept).
     mount("tmpfs", "tmpfs", "/dev/shm")
     mount("devpts", "devpts", "/dev/pts", "gid=5,mode=620,ptmxmode=666")
-    mount("cgroup2", "cgroup2", "/sys/fs/cgroup")
+    # As systemd mounts it on the nodes users run: a cgroup namespace's root refuses writes to its own
+    # limits from inside (nsdelegate).
+    mount("cgroup2", "cgroup2", "/sys/fs/cgroup", "nsdelegate,memory_recursiveprot")
     controllers = open("/sys/fs/cgroup/cgroup.controllers").read().split()
     with open("/sys/fs/cgroup/cgroup.subtree_control", "w") as out:
         out.write(" ".join(f"+{c}" for c in controllers))

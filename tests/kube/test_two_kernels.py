@@ -2,9 +2,15 @@
 v2, tests/cluster/vm_node.py). The quick start with `--nodes 2` puts the login, the controller and a
 worker on the host and one more node set, `emulated`, on the VM; a user who ssh'es to the login node
 on the host runs a job step on the VM, and a two-node `srun` spans both kernels, every step in the
-one jail both nodes mount."""
+one jail both nodes mount.
+
+The cluster keeps the CR's Slurm defaults (proctrack/cgroup, task/cgroup,task/affinity, ConstrainCores,
+ConstrainRAMSpace, ConstrainDevices) on unprivileged workers, and jobs are confined on both kernels:
+over its memory a job ends OUT_OF_MEMORY while its neighbour runs on, a task runs on its allocated
+CPUs only, and a job opens a gres's device file only when it was given that gres."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -14,13 +20,18 @@ import pytest
 from images.build import build_all, image_ref
 from tests.cluster.node import NODE_IP
 from tests.cluster.vm_node import NAME as VM_NAME
+from tests.cluster.vm_node import TOLERATION
 from tests.kube.conftest import adopt_crd
 from tests.support.quickstart_run import quickstart_up
 from tests.support.ssh_session import Login
+from tests.support.wait import until
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 IMAGES = ("controller", "worker", "login", "populate-jail", "operator", "database")
 NAME = "two"
+HOST_WORKER, VM_WORKER = f"{NAME}-worker-0", f"{NAME}-emulated-0"
+# A harmless device as the test gres's file: a job that was not given the gres cannot open it.
+TEST_GRES = {"gres": ["testdev:1"], "gresFiles": {"testdev": "/dev/full"}}
 # Each step says where it ran: its host, its kernel, the type of its cgroup file system, and what it
 # read of a file the login session wrote into the jail.
 STEP = ("echo \"$(hostname) $(uname -r) $(stat -fc %T /sys/fs/cgroup) $(cat /root/across/from-login)\" "
@@ -35,44 +46,111 @@ def two_nodes(local_cluster, node):
     local_cluster.vm.stop()
 
 
-def test_a_job_spans_the_host_and_the_vm_in_one_jail(two_nodes, local_cluster, tools, kubectl, crd_installed,
-                                                     namespace, tmp_path):
+@pytest.fixture(scope="module")
+def namespace(kubectl):
+    """One namespace for the module's cluster (the conftest's is per test)."""
+    kubectl("create", "namespace", "two-kernels")
+    yield "two-kernels"
+    kubectl("delete", "namespace", "two-kernels", "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def cluster(two_nodes, local_cluster, tools, kubectl, crd_installed, namespace, tmp_path_factory):
+    """The quick start's two-node cluster with two CPUs and the test gres on each worker; yields root's
+    ssh session on the login node."""
     adopt_crd(kubectl, "soperator", namespace)
-    key_file = tmp_path / "id_ed25519"
+    work = tmp_path_factory.mktemp("two-kernels")
+    key_file = work / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
+    values = work / "values.json"
+    values.write_text(json.dumps({"spec": {"nodeSets": [
+        {"name": "worker", "replicas": 1, "cpus": 2, **TEST_GRES},
+        {"name": "emulated", "replicas": 1, "cpus": 2, **TEST_GRES,
+         "scheduling": {"nodeSelector": {"kubernetes.io/hostname": VM_NAME}, "tolerations": [TOLERATION]}}]}}))
     quickstart = quickstart_up(local_cluster, tools, namespace, NAME, key_file, "--timeout", "1200", "--nodes", "2",
-                               "--workers", "1", timeout=1500)
+                               "--values", str(values), timeout=1500)
     state = kubectl("-n", namespace, "get", "slurmcluster,pods,jobs,statefulsets,pvc", "-o", "wide").stdout
     assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
-    pods = kubectl("-n", namespace, "get", "pods", "-o",
-                   "jsonpath={range .items[*]}{.metadata.name}={.spec.nodeName}{\"\\n\"}{end}").stdout
-    placed = dict(line.split("=") for line in pods.split())
-    assert placed[f"{NAME}-emulated-0"] == VM_NAME
-    assert placed[f"{NAME}-worker-0"] == placed[f"{NAME}-login-0"] != VM_NAME
-
     port = int(kubectl("-n", namespace, "get", "service", f"{NAME}-login", "-o",
                        "jsonpath={.spec.ports[0].nodePort}").stdout)
     login = Login(NODE_IP, port, paramiko.Ed25519Key.from_private_key_file(str(key_file)), timeout=300)
-    try:
-        login.run("mkdir -p /root/across && echo written-at-login > /root/across/from-login")
-        # A step on the VM alone, then one step on each kernel.
-        login.run(f"srun -w {NAME}-emulated-0 bash -c '{STEP}'")
-        alone = login.run(f"cat /root/across/{NAME}-emulated-0").split()
-        login.run(f"rm /root/across/{NAME}-emulated-0")
-        login.run(f"srun -N2 -w {NAME}-worker-0,{NAME}-emulated-0 bash -c '{STEP}'")
-        steps = {host: login.run(f"cat /root/across/{host}").split() for host in
-                 (f"{NAME}-worker-0", f"{NAME}-emulated-0")}
-        login_kernel = login.run("uname -r").strip()
-    finally:
-        login.close()
-    emulated, host = steps[f"{NAME}-emulated-0"], steps[f"{NAME}-worker-0"]
-    assert alone == emulated
-    assert emulated[0] == f"{NAME}-emulated-0" and emulated[2] == "cgroup2fs" and emulated[3] == "written-at-login"
-    assert host[0] == f"{NAME}-worker-0" and host[2] != "cgroup2fs" and host[3] == "written-at-login"
-    assert host[1] == login_kernel == os.uname().release != emulated[1]  # two kernels
-    # The VM's step wrote into the jail on the host's disk.
-    jail = local_cluster.volumes / f"{namespace}-{NAME}-jail"
-    assert (jail / "root" / "across" / f"{NAME}-emulated-0").read_text().split() == emulated
+    yield login
+    login.close()
     subprocess.run([str(tools["helm"]), "--kubeconfig", str(local_cluster.plane.kubeconfig), "-n", namespace,
                     "uninstall", NAME, f"{NAME}-storage", "soperator", "--wait", "--timeout", "300s"], check=True,
                    capture_output=True)
+
+
+def test_a_job_spans_the_host_and_the_vm_in_one_jail(cluster, local_cluster, kubectl, namespace):
+    pods = kubectl("-n", namespace, "get", "pods", "-o",
+                   "jsonpath={range .items[*]}{.metadata.name}={.spec.nodeName}{\"\\n\"}{end}").stdout
+    placed = dict(line.split("=") for line in pods.split())
+    assert placed[VM_WORKER] == VM_NAME
+    assert placed[HOST_WORKER] == placed[f"{NAME}-login-0"] != VM_NAME
+
+    login = cluster
+    login.run("mkdir -p /root/across && echo written-at-login > /root/across/from-login")
+    # A step on the VM alone, then one step on each kernel.
+    login.run(f"srun -w {VM_WORKER} bash -c '{STEP}'")
+    alone = login.run(f"cat /root/across/{VM_WORKER}").split()
+    login.run(f"rm /root/across/{VM_WORKER}")
+    login.run(f"srun -N2 -w {HOST_WORKER},{VM_WORKER} bash -c '{STEP}'")
+    steps = {host: login.run(f"cat /root/across/{host}").split() for host in (HOST_WORKER, VM_WORKER)}
+    login_kernel = login.run("uname -r").strip()
+    emulated, host = steps[VM_WORKER], steps[HOST_WORKER]
+    assert alone == emulated
+    assert emulated[0] == VM_WORKER and emulated[2] == "cgroup2fs" and emulated[3] == "written-at-login"
+    assert host[0] == HOST_WORKER and host[2] != "cgroup2fs" and host[3] == "written-at-login"
+    assert host[1] == login_kernel == os.uname().release != emulated[1]  # two kernels
+    # The VM's step wrote into the jail on the host's disk.
+    jail = local_cluster.volumes / f"{namespace}-{NAME}-jail"
+    assert (jail / "root" / "across" / VM_WORKER).read_text().split() == emulated
+
+
+def _job_state(login: Login, job: str) -> str:
+    """scontrol's word for the job while slurmctld remembers it (no accounting in this cluster)."""
+    out = login.run(f"scontrol show job {job}")
+    return out.split("JobState=", 1)[1].split()[0]
+
+
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
+def test_a_job_over_its_memory_ends_out_of_memory_and_its_neighbour_runs_on(cluster, worker):
+    login = cluster
+    neighbour = login.run(f"sbatch --parsable -w {worker} --mem=100M --wrap 'sleep 600'").strip()
+    until(lambda: _job_state(login, neighbour) == "RUNNING", 300, f"the neighbour job on {worker} running")
+    # `tail` keeps a line that never ends in memory: 300 MB, three times the job's memory.
+    hog = login.run(f"sbatch --parsable -w {worker} --mem=100M --wrap 'head -c 300M /dev/zero | tail'").strip()
+    until(lambda: _job_state(login, hog) not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"), 600,
+          f"the job over its memory on {worker} ending")
+    try:
+        assert _job_state(login, hog) == "OUT_OF_MEMORY"
+        assert _job_state(login, neighbour) == "RUNNING"
+    finally:
+        login.run(f"scancel {neighbour}")
+
+
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
+def test_a_task_runs_on_its_allocated_cpus_only(cluster, worker):
+    login = cluster
+    shown = login.run(f"srun -w {worker} -n1 -c1 grep Cpus_allowed_list /proc/self/status").split()[-1]
+    whole = login.run(f"srun -w {worker} -n1 -c2 grep Cpus_allowed_list /proc/self/status").split()[-1]
+    assert "-" not in shown and "," not in shown  # one CPU
+    assert shown != whole and shown in whole.replace("-", ",").split(",")
+
+
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
+def test_a_job_opens_a_gres_device_only_when_given_the_gres(cluster, worker):
+    login = cluster
+    probe = "head -c1 /dev/full > /dev/null 2>&1 && echo opened || echo refused"
+    assert login.run(f"srun -w {worker} sh -c '{probe}'").strip() == "refused"
+    assert login.run(f"srun -w {worker} --gres=testdev:1 sh -c '{probe}'").strip() == "opened"
+
+
+def test_root_in_a_job_sees_its_cgroups_read_only(cluster):
+    """slurmstepd writes the job's cgroups; root's task cannot raise its limits (its own mount
+    namespace, spank_chroot/cgroup_view.c)."""
+    login = cluster
+    # The shell reports a redirection it cannot open on its stderr: the subshell's goes to stdout.
+    out = login.run(f"srun -w {VM_WORKER} sh -c 'cat /proc/self/cgroup; "
+                    "(echo max > /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/memory.max) 2>&1; true'")
+    assert "Read-only file system" in out, out

@@ -216,6 +216,30 @@ def test_gpu_workers_get_gres_and_device_limits():
     assert sts["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
 
 
+def test_a_gres_with_device_files_gets_them_in_gres_conf():
+    """With ConstrainDevices, Slurm opens to a job only the files of the gres it was given: the files
+    must be in gres.conf (and its type, if the entry has one)."""
+    cluster = make_cluster(nodeSets=[{"name": "cpu", "gres": ["testdev:1", "nic:mlx:2"],
+                                      "gresFiles": {"testdev": "/dev/full", "nic:mlx": "/dev/infiniband/uverbs[0-1]"}}])
+    lines = [line for line in slurm_files(cluster)["gres.conf"].splitlines() if not line.startswith("#")]
+    assert lines == ["NodeName=demo-cpu-[0-1023] AutoDetect=off",
+                     "NodeName=demo-cpu-[0-1023] Name=nic Type=mlx File=/dev/infiniband/uverbs[0-1]",
+                     "NodeName=demo-cpu-[0-1023] Name=testdev File=/dev/full"]
+
+
+def test_workers_ready_their_cgroups_only_where_a_plugin_uses_them():
+    def env(cluster):
+        sts = _by_kind_name(render_all(cluster, None))[("StatefulSet", "demo-cpu")]
+        return {e["name"]: e.get("value", e.get("valueFrom")) for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    confined = env(make_cluster(nodeSets=[{"name": "cpu"}]))
+    assert confined["SOPERATOR_SLURM_CGROUPS"] == "true"
+    assert confined["SOPERATOR_NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    portable = env(make_cluster(nodeSets=[{"name": "cpu"}], slurmConfig={
+        "proctrackType": "proctrack/linuxproc", "taskPlugin": "task/affinity"}))
+    assert "SOPERATOR_SLURM_CGROUPS" not in portable and "SOPERATOR_NODE_NAME" not in portable
+
+
 PYXIS_SETS = [{"name": "cpu", "replicas": 1},
               {"name": "gpu", "replicas": 1, "pyxis": {"enabled": True, "storageSize": "20Gi",
                                                        "enrootConfig": {"ENROOT_SQUASH_OPTIONS": "-comp zstd"},

@@ -529,3 +529,46 @@ def test_sessions_lose_sys_admin_but_keep_chroot():
     _, bounding, mounted = data.decode().split()
     assert not int(bounding, 16) & (1 << 21) and int(bounding, 16) & (1 << 18), bounding  # SYS_ADMIN, SYS_CHROOT
     assert mounted == "no-mount"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_a_tasks_cgroups_are_read_only_for_it_alone(tmp_path):
+    """slurmstepd writes the job's cgroups through the jail's writable cgroup mounts; the task sees them
+    read-only (and every mount below, as cgroup v1's controllers are), in a namespace of its own, so the
+    step keeps its writable view. tmpfs mounts stand in for the cgroup ones."""
+    root, below = tmp_path / "cgroup", tmp_path / "cgroup" / "memory"
+
+    def step(out):
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.unshare(CLONE_NEWNS) == 0
+        assert libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0
+        root.mkdir()
+        assert libc.mount(b"tmpfs", str(root).encode(), b"tmpfs", 0, None) == 0
+        below.mkdir()
+        assert libc.mount(b"tmpfs", str(below).encode(), b"tmpfs", 0, None) == 0
+
+        def task(task_out):
+            if lib.soperator_read_only_cgroups(str(root).encode(), _err(), 512) != 0:
+                return 3
+            seen = {}
+            for where in (root, below):
+                try:
+                    (where / "limit").write_text("1")
+                    seen[where.name] = "writable"
+                except OSError as exc:
+                    seen[where.name] = exc.strerror
+            os.write(task_out, json.dumps(seen).encode())
+            return 0
+
+        code, data = _in_child(task)
+        # The step's own view stays writable.
+        (root / "after").write_text("1")
+        (below / "after").write_text("1")
+        os.write(out, json.dumps({"code": code, "task": json.loads(data or b"{}")}).encode())
+        return 0
+
+    code, data = _in_child(step)
+    assert code == 0, data
+    assert json.loads(data) == {"code": 0, "task": {"cgroup": "Read-only file system",
+                                                    "memory": "Read-only file system"}}, data
+    assert lib.soperator_read_only_cgroups(str(tmp_path / "absent").encode(), _err(), 512) == 0

@@ -1,0 +1,149 @@
+"""A worker's cgroups for Slurm's cgroup plugins, without a privileged pod.
+
+The runtime mounts an unprivileged container's cgroups read-only, each rooted at the container's own
+cgroup. Slurm builds its tree under those roots, so the worker makes its own mounts writable (bind
+remounts: this container's mount flags only, nothing of the host's) before `/sys` is bound into the
+jail: slurmstepd creates a step's cgroups from inside the jail.
+
+- cgroup v2 (a cgroup namespace rooted at the container's cgroup): slurmd's cgroup/v2 plugin
+  (IgnoreSystemd=yes) moves the container's processes into `<root>/system`, enables the controllers
+  and makes `system.slice/slurmstepd.scope` with a cgroup per job, step and task.
+- cgroup v1 (a tmpfs holding one bind of the container's cgroup per controller): the cgroup/v1 plugin
+  makes `<controller>/slurm/uid_*/job_*/step_*` in freezer, cpuset, memory, devices and cpuacct.
+  `CgroupPlugin=autodetect` takes a node for v1 only when `/sys/fs/cgroup/systemd` is a v1 hierarchy,
+  which a node without systemd has not: the freezer mount is bound there (Slurm reads only its type).
+  The runtime leaves a v1 container in the host's cgroup namespace, where /proc/<pid>/cgroup gives
+  host paths that Slurm, joining them to its mount points, cannot find (proctrack's "is this pid in
+  the job", pid-to-job lookups): the entrypoint moves itself into a cgroup namespace of its own,
+  rooted at the container's cgroups as the mounts are, before it starts any daemon.
+
+The pod's own limits stay where the container cannot raise them: on the parent cgroups (the pod's),
+out of sight under v2's namespace, and capping every child under v1's hierarchical accounting.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+# What ConstrainCores and ConstrainRAMSpace write through on v2 (cpuset.cpus, memory.max).
+V2_CONTROLLERS = ("cpuset", "memory")
+# The v1 hierarchies Slurm's cgroup/v1 plugin uses (proctrack: freezer; task: cpuset, memory, devices;
+# jobacct_gather: cpuacct).
+V1_CONTROLLERS = ("freezer", "cpuset", "memory", "devices", "cpuacct")
+V1_AUTODETECT = f"{CGROUP_ROOT}/systemd"
+
+
+class CgroupError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Mount:
+    point: str
+    fstype: str
+    read_only: bool
+    super_options: tuple[str, ...]
+
+
+def mounts(mountinfo: str) -> list[Mount]:
+    """/proc/self/mountinfo's entries, in order. Fields: ID, parent, dev, root, mount point, mount
+    options, optional fields, '-', type, source, super options."""
+    found = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) < 10 or "-" not in fields[6:]:
+            continue
+        sep = fields.index("-", 6)
+        found.append(Mount(fields[4].replace("\\040", " "), fields[sep + 1], "ro" in fields[5].split(","),
+                           tuple(fields[sep + 3].split(",")) if len(fields) > sep + 3 else ()))
+    return found
+
+
+def mounted_at(entries: list[Mount], point: str) -> Mount | None:
+    """What is seen at `point`: the last mount there (a mount over a mount hides it)."""
+    at = [m for m in entries if m.point == point]
+    return at[-1] if at else None
+
+
+def v1_hierarchies(entries: list[Mount]) -> dict[str, Mount]:
+    """Each v1 controller mounted under CGROUP_ROOT, and its mount (cpu,cpuacct share one)."""
+    found = {}
+    for m in entries:
+        if m.fstype == "cgroup" and os.path.dirname(m.point) == CGROUP_ROOT:
+            for option in m.super_options:
+                if option not in ("rw", "ro") and "=" not in option:  # name=…, release_agent=…
+                    found[option] = m
+    return found
+
+
+def missing_controllers(available: str) -> list[str]:
+    """Which of the controllers v2's constraints need a cgroup.controllers line lacks."""
+    have = set(available.split())
+    return [c for c in V2_CONTROLLERS if c not in have]
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def _run_mount(node: str, what: str, *args: str) -> None:
+    proc = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CgroupError(f"node {node}: cannot make {what} (mount {' '.join(args)}: {proc.stderr.strip()})")
+
+
+def _writable(node: str, point: str) -> None:
+    _run_mount(node, f"{point} writable for Slurm's cgroup plugin", "-o", "remount,bind,rw", point)
+
+
+def _prepare_v2(node: str, root: Mount) -> str:
+    if root.read_only:
+        _writable(node, CGROUP_ROOT)
+    if not os.access(f"{CGROUP_ROOT}/cgroup.subtree_control", os.W_OK):
+        raise CgroupError(f"node {node}: {CGROUP_ROOT}/cgroup.subtree_control is not writable: the container's "
+                          "cgroup is not delegated to it (cgroup/v2)")
+    missing = missing_controllers(_read(f"{CGROUP_ROOT}/cgroup.controllers"))
+    if missing:
+        raise CgroupError(f"node {node}: the container's cgroup lacks the controllers {', '.join(missing)} "
+                          "that cgroup/v2's ConstrainCores and ConstrainRAMSpace need")
+    delegated = "nsdelegate" in root.super_options
+    return (f"cgroup v2: {CGROUP_ROOT} writable for slurmd's cgroup/v2"
+            + ("" if delegated else " (the node mounts cgroup2 without nsdelegate: root in a job could write "
+                                    "the container's own limits)"))
+
+
+def _prepare_v1(node: str, entries: list[Mount], root: Mount) -> str:
+    hierarchies = v1_hierarchies(entries)
+    missing = [c for c in V1_CONTROLLERS if c not in hierarchies]
+    if missing:
+        raise CgroupError(f"node {node}: cgroup v1 without the hierarchies {', '.join(missing)} that Slurm's "
+                          "cgroup/v1 plugin needs")
+    if root.read_only:
+        _writable(node, CGROUP_ROOT)
+    for point in sorted({hierarchies[c].point for c in V1_CONTROLLERS}):
+        if mounted_at(entries, point).read_only:
+            _writable(node, point)
+    if mounted_at(entries, V1_AUTODETECT) is None:
+        os.makedirs(V1_AUTODETECT, exist_ok=True)
+        _run_mount(node, f"{V1_AUTODETECT} for CgroupPlugin=autodetect", "--bind", hierarchies["freezer"].point,
+                   V1_AUTODETECT)
+    os.unshare(os.CLONE_NEWCGROUP)
+    return (f"cgroup v1: {', '.join(V1_CONTROLLERS)} under {CGROUP_ROOT} writable for slurmd's cgroup/v1 "
+            f"(the container's own cgroups, in a cgroup namespace rooted there); {V1_AUTODETECT} shows a v1 "
+            "hierarchy for autodetect")
+
+
+def prepare_slurm_cgroups(node: str, mountinfo: str | None = None) -> str:
+    """Make this container's cgroups writable for slurmd; raises CgroupError naming the node and what
+    it lacks. Returns what was done, for the log."""
+    entries = mounts(mountinfo if mountinfo is not None else _read("/proc/self/mountinfo"))
+    root = mounted_at(entries, CGROUP_ROOT)
+    if root is not None and root.fstype == "cgroup2":
+        return _prepare_v2(node, root)
+    if root is not None and root.fstype == "tmpfs" and v1_hierarchies(entries):
+        return _prepare_v1(node, entries, root)
+    raise CgroupError(f"node {node}: Slurm's cgroup plugins find no cgroup file system at {CGROUP_ROOT} "
+                      f"({'nothing' if root is None else root.fstype} is mounted there)")

@@ -1,0 +1,28 @@
+"""Why workers do not start when their node cannot give Slurm's cgroup plugins what they need: the
+worker says so in its termination message (soperator/node/cgroups.py), which names the node and the
+plugin; the WorkersReady condition carries it, so `kubectl get slurmcluster` shows the cause."""
+from __future__ import annotations
+
+from soperator.node.layout import CGROUPS_UNAVAILABLE
+from soperator.reconcile.conditions import Cond
+
+
+def cgroup_refusals(pods: list[dict]) -> list[str]:
+    """'<pod>: <what its node lacks>' for each worker pod whose container last stopped for that."""
+    found = []
+    for pod in pods:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated") or {}
+            message = term.get("message") or ""
+            if CGROUPS_UNAVAILABLE in message:
+                found.append(f"{pod['metadata']['name']}: {message.split(CGROUPS_UNAVAILABLE, 1)[1].strip()}")
+    return found
+
+
+def workers_condition(ready: int, desired: int, pods: list[dict]) -> Cond:
+    if ready >= desired:
+        return Cond("WorkersReady", True, "AllReady", f"{ready}/{desired} ready")
+    refusals = cgroup_refusals(pods)
+    if refusals:
+        return Cond("WorkersReady", False, "CgroupsUnavailable", f"{ready}/{desired} ready; " + "; ".join(refusals))
+    return Cond("WorkersReady", False, "NotReady", f"{ready}/{desired} ready")

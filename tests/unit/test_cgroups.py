@@ -1,0 +1,84 @@
+"""What the worker reads of its cgroup mounts (soperator/node/cgroups.py), from the mountinfo lines of
+real worker containers: on the VM node (cgroup v2, containerd 2.4) and on the host node (cgroup v1)."""
+from __future__ import annotations
+
+import pytest
+
+from soperator.node.cgroups import CGROUP_ROOT, missing_controllers, mounted_at, mounts, v1_hierarchies
+
+V2 = """\
+1480 1479 0:25 / /sys ro,nosuid,nodev,noexec,relatime - sysfs sysfs ro
+1481 1480 0:26 / /sys/fs/cgroup ro,nosuid,nodev,noexec,relatime - cgroup2 cgroup rw,nsdelegate,memory_recursiveprot
+"""
+V1 = """\
+2001 2000 0:80 / /sys ro,nosuid,nodev,noexec,relatime - sysfs sysfs ro
+2002 2001 0:81 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - tmpfs tmpfs rw,mode=755
+2003 2002 0:30 /kubepods/pod1/c1 /sys/fs/cgroup/cpu,cpuacct ro,nosuid,nodev,noexec,relatime master:11 - cgroup cgroup rw,cpu,cpuacct
+2004 2002 0:31 /kubepods/pod1/c1 /sys/fs/cgroup/memory ro,nosuid,nodev,noexec,relatime master:12 - cgroup cgroup rw,memory
+2005 2002 0:32 /kubepods/pod1/c1 /sys/fs/cgroup/freezer ro,nosuid,nodev,noexec,relatime master:13 - cgroup cgroup rw,freezer
+2006 2002 0:33 /kubepods/pod1/c1 /sys/fs/cgroup/devices ro,nosuid,nodev,noexec,relatime master:14 - cgroup cgroup rw,devices
+2007 2002 0:34 /kubepods/pod1/c1 /sys/fs/cgroup/cpuset ro,nosuid,nodev,noexec,relatime master:15 - cgroup cgroup rw,cpuset
+"""
+
+
+def test_v2_root_is_seen_read_only_with_its_super_options():
+    root = mounted_at(mounts(V2), CGROUP_ROOT)
+    assert root.fstype == "cgroup2" and root.read_only
+    assert "nsdelegate" in root.super_options
+
+
+def test_the_last_mount_at_a_point_is_the_one_seen():
+    over = V2 + "1490 1481 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup rw\n"
+    root = mounted_at(mounts(over), CGROUP_ROOT)
+    assert not root.read_only and root.super_options == ("rw",)
+
+
+def test_v1_hierarchies_by_controller_with_cpu_and_cpuacct_sharing_a_mount():
+    entries = mounts(V1)
+    assert mounted_at(entries, CGROUP_ROOT).fstype == "tmpfs"
+    found = v1_hierarchies(entries)
+    assert {c: m.point for c, m in found.items()} == {
+        "cpu": f"{CGROUP_ROOT}/cpu,cpuacct", "cpuacct": f"{CGROUP_ROOT}/cpu,cpuacct",
+        "memory": f"{CGROUP_ROOT}/memory", "freezer": f"{CGROUP_ROOT}/freezer",
+        "devices": f"{CGROUP_ROOT}/devices", "cpuset": f"{CGROUP_ROOT}/cpuset"}
+    assert all(m.read_only for m in found.values())
+    assert v1_hierarchies(mounts(V2)) == {}
+
+
+def test_missing_v2_controllers_are_named():
+    assert missing_controllers("cpuset cpu io memory pids") == []
+    assert missing_controllers("cpu io pids") == ["cpuset", "memory"]
+
+
+def test_lines_of_other_shapes_are_skipped():
+    assert mounts("garbage\n\n12 1 0:1 / /x rw - \n") == []
+
+
+def test_a_node_without_what_slurm_needs_is_named_with_what_it_lacks():
+    from soperator.node.cgroups import CgroupError, prepare_slurm_cgroups
+    sysfs_only = "1480 1479 0:25 / /sys ro,nosuid,nodev,noexec,relatime - sysfs sysfs ro\n"
+    with pytest.raises(CgroupError, match=r"node n1: Slurm's cgroup plugins find no cgroup file system at "
+                                          r"/sys/fs/cgroup \(nothing is mounted there\)"):
+        prepare_slurm_cgroups("n1", sysfs_only)
+    no_devices = "".join(line + "\n" for line in V1.splitlines() if "devices" not in line)
+    with pytest.raises(CgroupError, match="node n2: cgroup v1 without the hierarchies devices that Slurm's "
+                                          "cgroup/v1 plugin needs"):
+        prepare_slurm_cgroups("n2", no_devices)
+
+
+def _pod(name: str, message: str | None, last: bool = True) -> dict:
+    term = {"terminated": {"exitCode": 1, "message": message}} if message is not None else {}
+    status = {"lastState": term, "state": {"waiting": {"reason": "CrashLoopBackOff"}}} if last else {"state": term}
+    return {"metadata": {"name": name}, "status": {"containerStatuses": [status]}}
+
+
+def test_workers_ready_names_each_worker_whose_node_cannot_give_slurm_its_cgroups():
+    from soperator.node.layout import CGROUPS_UNAVAILABLE
+    from soperator.reconcile.confinement import workers_condition
+    refused = f"{CGROUPS_UNAVAILABLE}node k1: the container's cgroup lacks the controllers cpuset"
+    cond = workers_condition(1, 3, [_pod("c-cpu-0", None), _pod("c-cpu-1", refused),
+                                    _pod("c-cpu-2", "something else", last=False)])
+    assert (cond.ok, cond.reason) == (False, "CgroupsUnavailable")
+    assert cond.message == "1/3 ready; c-cpu-1: node k1: the container's cgroup lacks the controllers cpuset"
+    assert workers_condition(1, 3, [_pod("c-cpu-2", "something else")]).reason == "NotReady"
+    assert workers_condition(3, 3, []).reason == "AllReady"
