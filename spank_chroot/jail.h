@@ -45,6 +45,9 @@ int soperator_mask_proc(const char *proc, char *err, size_t errlen);
  * when `root` does not exist), or -1 with the reason in err. */
 int soperator_read_only_cgroups(const char *root, char *err, size_t errlen);
 #define SOPERATOR_CGROUP_ROOT "/sys/fs/cgroup"
+/* What it does where the kernel has no mount_setattr (before 5.12): each mount at or below `root`,
+ * from mountinfo, remounted read-only in the caller's namespace. */
+int soperator_remount_read_only_under(const char *root, char *err, size_t errlen);
 
 /* Whether the plugin arguments carry SOPERATOR_OPT_ALLOW_USERNS. */
 int soperator_allows_userns(int argc, const char *const *argv);

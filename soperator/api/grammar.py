@@ -60,9 +60,11 @@ Hostlist = Annotated[str, Field(min_length=1, max_length=1024, pattern=HOSTLIST_
 GRES_PATTERN = r"^[a-z][a-z0-9_]{0,31}(:[A-Za-z0-9_.-]{1,63})?:[1-9][0-9]{0,8}$"
 GresEntry = Annotated[str, Field(min_length=3, max_length=128, pattern=GRES_PATTERN)]
 # A gres without its count (name[:type]), and the device files gres.conf's File= gives it: a path under
-# /dev (no component starts with a dot: no '..'), Slurm's brackets allowed (/dev/infiniband/uverbs[0-3]).
+# /dev (no component starts with a dot: no '..'), one bracketed number range at its end
+# (/dev/infiniband/uverbs[0-3]); Slurm reads a comma outside brackets as a second path, so none.
 GRES_NAME_PATTERN = r"^[a-z][a-z0-9_]{0,31}(:[A-Za-z0-9_.-]{1,63})?$"
-GresDeviceFiles = Annotated[str, Field(min_length=6, max_length=256, pattern=r"^/dev(/[A-Za-z0-9_,\[\]-][A-Za-z0-9_.,\[\]-]*)+$")]
+GresDeviceFiles = Annotated[str, Field(min_length=6, max_length=256, pattern=(
+    r"^/dev(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*/[A-Za-z0-9_-][A-Za-z0-9_.-]*(\[[0-9][0-9,-]*\])?$"))]
 
 # A plugstack.conf line: required|optional, an absolute plugin path, then argument tokens.
 PLUGSTACK_PATTERN = rf"^(required|optional) /[{_TOKEN_CHARS}]*( [{_TOKEN_CHARS}]+)*$"

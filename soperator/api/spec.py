@@ -267,9 +267,11 @@ class NodeSetSpec(ComponentBase):
     @field_validator("gres_files")
     @classmethod
     def _gres_files_named(cls, files: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        entries = {g.rsplit(":", 1)[0] for g in info.data.get("gres") or []}
+        if "gres" not in info.data:
+            return files  # gres itself was refused: that error names the cause
+        entries = {g.rsplit(":", 1)[0] for g in info.data["gres"]}
         for key in files:
-            if not re.match(GRES_NAME_PATTERN, key):
+            if not re.fullmatch(GRES_NAME_PATTERN, key):
                 raise ValueError(f"{key!r} is not a gres name[:type]")
             if key not in entries:
                 raise ValueError(f"{key!r} is none of gres's entries without its count ({', '.join(sorted(entries)) or 'gres is empty'})")

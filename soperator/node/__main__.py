@@ -14,7 +14,7 @@ from .roles import JAIL, ONE_SHOT, ROLES, NodeError
 from .supervise import Supervisor, log
 
 
-def tell_kubernetes(message: str) -> None:
+def write_termination_message(message: str) -> None:
     """The container's termination message (the pod's status shows it; the operator reads it)."""
     try:
         with open(PATHS.termination_log, "w", encoding="utf-8") as fh:
@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
         (ROLES.get(role) or ONE_SHOT[role])(sup)
     except (NodeError, OSError, RuntimeError, subprocess.SubprocessError) as exc:
         log(f"{role} cannot start: {exc}")
-        tell_kubernetes(str(exc))
+        write_termination_message(str(exc))
         sup.stop()
         return 1
     if role in ONE_SHOT:

@@ -7,9 +7,9 @@ jail: slurmstepd creates a step's cgroups from inside the jail.
 
 - cgroup v2 (a cgroup namespace rooted at the container's cgroup): slurmd's cgroup/v2 plugin
   (IgnoreSystemd=yes) moves the container's processes into `<root>/system`, enables the controllers
-  and makes `system.slice/slurmstepd.scope` with a cgroup per job, step and task.
+  and makes `system.slice/<node>_slurmstepd.scope` with a cgroup per job, step and task.
 - cgroup v1 (a tmpfs holding one bind of the container's cgroup per controller): the cgroup/v1 plugin
-  makes `<controller>/slurm/uid_*/job_*/step_*` in freezer, cpuset, memory, devices and cpuacct.
+  makes `<controller>/slurm_<node>/uid_*/job_*/step_*` in freezer, cpuset, memory, devices and cpuacct.
   `CgroupPlugin=autodetect` takes a node for v1 only when `/sys/fs/cgroup/systemd` is a v1 hierarchy,
   which a node without systemd has not: the freezer mount is bound there (Slurm reads only its type).
   The runtime leaves a v1 container in the host's cgroup namespace, where /proc/<pid>/cgroup gives
@@ -23,6 +23,7 @@ out of sight under v2's namespace, and capping every child under v1's hierarchic
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -33,6 +34,10 @@ V2_CONTROLLERS = ("cpuset", "memory")
 # jobacct_gather: cpuacct).
 V1_CONTROLLERS = ("freezer", "cpuset", "memory", "devices", "cpuacct")
 V1_AUTODETECT = f"{CGROUP_ROOT}/systemd"
+# Every v1 controller the kernel may offer: a v1 mount's other super options (rw, xattr, noprefix,
+# clone_children, name=…) are not controllers.
+KNOWN_V1_CONTROLLERS = frozenset({"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls",
+                                  "net_prio", "blkio", "perf_event", "hugetlb", "pids", "rdma", "misc"})
 
 
 class CgroupError(RuntimeError):
@@ -41,10 +46,16 @@ class CgroupError(RuntimeError):
 
 @dataclass(frozen=True)
 class Mount:
+    root: str  # the directory of the file system mounted there: for a cgroup, the cgroup it shows
     point: str
     fstype: str
     read_only: bool
     super_options: tuple[str, ...]
+
+
+def _unescape(path: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
 
 
 def mounts(mountinfo: str) -> list[Mount]:
@@ -56,8 +67,19 @@ def mounts(mountinfo: str) -> list[Mount]:
         if len(fields) < 10 or "-" not in fields[6:]:
             continue
         sep = fields.index("-", 6)
-        found.append(Mount(fields[4].replace("\\040", " "), fields[sep + 1], "ro" in fields[5].split(","),
+        found.append(Mount(_unescape(fields[3]), _unescape(fields[4]), fields[sep + 1], "ro" in fields[5].split(","),
                            tuple(fields[sep + 3].split(",")) if len(fields) > sep + 3 else ()))
+    return found
+
+
+def own_cgroups(proc_cgroup: str) -> dict[str, str]:
+    """/proc/self/cgroup as {controller: path}; v2's single line under the key ''."""
+    found = {}
+    for line in proc_cgroup.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            for controller in parts[1].split(",") if parts[1] else [""]:
+                found[controller] = parts[2]
     return found
 
 
@@ -73,7 +95,7 @@ def v1_hierarchies(entries: list[Mount]) -> dict[str, Mount]:
     for m in entries:
         if m.fstype == "cgroup" and os.path.dirname(m.point) == CGROUP_ROOT:
             for option in m.super_options:
-                if option not in ("rw", "ro") and "=" not in option:  # name=…, release_agent=…
+                if option in KNOWN_V1_CONTROLLERS:
                     found[option] = m
     return found
 
@@ -99,28 +121,41 @@ def _writable(node: str, point: str) -> None:
     _run_mount(node, f"{point} writable for Slurm's cgroup plugin", "-o", "remount,bind,rw", point)
 
 
-def _prepare_v2(node: str, root: Mount) -> str:
+def _prepare_v2(node: str, root: Mount, own: dict[str, str]) -> str:
+    if own.get("") != "/" or root.root != "/":
+        raise CgroupError(f"node {node}: the container is not in a cgroup namespace of its own (it is in "
+                          f"{own.get('', '?')}, its {CGROUP_ROOT} shows {root.root}): Slurm would build on the "
+                          "node's cgroups")
     if root.read_only:
         _writable(node, CGROUP_ROOT)
-    if not os.access(f"{CGROUP_ROOT}/cgroup.subtree_control", os.W_OK):
-        raise CgroupError(f"node {node}: {CGROUP_ROOT}/cgroup.subtree_control is not writable: the container's "
-                          "cgroup is not delegated to it (cgroup/v2)")
+    # A cgroup made and removed: what Slurm does next, proven before it starts.
+    probe = f"{CGROUP_ROOT}/soperator-probe"
+    try:
+        os.mkdir(probe)
+        os.rmdir(probe)
+    except OSError as exc:
+        raise CgroupError(f"node {node}: cannot make a cgroup under the container's own ({exc.strerror}): it is "
+                          "not delegated to the container (cgroup/v2)") from exc
     missing = missing_controllers(_read(f"{CGROUP_ROOT}/cgroup.controllers"))
     if missing:
         raise CgroupError(f"node {node}: the container's cgroup lacks the controllers {', '.join(missing)} "
                           "that cgroup/v2's ConstrainCores and ConstrainRAMSpace need")
     delegated = "nsdelegate" in root.super_options
     return (f"cgroup v2: {CGROUP_ROOT} writable for slurmd's cgroup/v2"
-            + ("" if delegated else " (the node mounts cgroup2 without nsdelegate: root in a job could write "
-                                    "the container's own limits)"))
+            + ("" if delegated else " (the node mounts cgroup2 without nsdelegate: root in this container, "
+                                    "not in its jobs, could write the pod's own limits)"))
 
 
-def _prepare_v1(node: str, entries: list[Mount], root: Mount) -> str:
+def _prepare_v1(node: str, entries: list[Mount], root: Mount, own: dict[str, str]) -> str:
     hierarchies = v1_hierarchies(entries)
     missing = [c for c in V1_CONTROLLERS if c not in hierarchies]
     if missing:
         raise CgroupError(f"node {node}: cgroup v1 without the hierarchies {', '.join(missing)} that Slurm's "
                           "cgroup/v1 plugin needs")
+    foreign = [c for c in V1_CONTROLLERS if hierarchies[c].root != own.get(c)]
+    if foreign:
+        raise CgroupError(f"node {node}: {CGROUP_ROOT}/{foreign[0]} shows {hierarchies[foreign[0]].root}, not the "
+                          f"container's own cgroup {own.get(foreign[0], '?')}: Slurm would build on the node's")
     if root.read_only:
         _writable(node, CGROUP_ROOT)
     for point in sorted({hierarchies[c].point for c in V1_CONTROLLERS}):
@@ -136,14 +171,18 @@ def _prepare_v1(node: str, entries: list[Mount], root: Mount) -> str:
             "hierarchy for autodetect")
 
 
-def prepare_slurm_cgroups(node: str, mountinfo: str | None = None) -> str:
+def prepare_slurm_cgroups(node: str, mountinfo: str | None = None, proc_cgroup: str | None = None) -> str:
     """Make this container's cgroups writable for slurmd; raises CgroupError naming the node and what
     it lacks. Returns what was done, for the log."""
-    entries = mounts(mountinfo if mountinfo is not None else _read("/proc/self/mountinfo"))
-    root = mounted_at(entries, CGROUP_ROOT)
-    if root is not None and root.fstype == "cgroup2":
-        return _prepare_v2(node, root)
-    if root is not None and root.fstype == "tmpfs" and v1_hierarchies(entries):
-        return _prepare_v1(node, entries, root)
+    try:
+        entries = mounts(mountinfo if mountinfo is not None else _read("/proc/self/mountinfo"))
+        own = own_cgroups(proc_cgroup if proc_cgroup is not None else _read("/proc/self/cgroup"))
+        root = mounted_at(entries, CGROUP_ROOT)
+        if root is not None and root.fstype == "cgroup2":
+            return _prepare_v2(node, root, own)
+        if root is not None and root.fstype == "tmpfs" and v1_hierarchies(entries):
+            return _prepare_v1(node, entries, root, own)
+    except OSError as exc:
+        raise CgroupError(f"node {node}: readying cgroups for Slurm: {exc}") from exc
     raise CgroupError(f"node {node}: Slurm's cgroup plugins find no cgroup file system at {CGROUP_ROOT} "
                       f"({'nothing' if root is None else root.fstype} is mounted there)")

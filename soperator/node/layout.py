@@ -90,7 +90,7 @@ class PORTS:
 
 
 # How a worker that cannot ready its cgroups for Slurm begins its termination message: the operator
-# turns such messages into the WorkersReady condition's reason (reconcile/confinement.py).
+# turns such messages into the WorkersReady condition's reason (reconcile/workers_condition.py).
 CGROUPS_UNAVAILABLE = "cgroups unavailable: "
 
 
@@ -104,7 +104,7 @@ class ENV:
     slurmd_conf = "SOPERATOR_SLURMD_CONF"  # a dynamic node's --conf: its node set's resources
     pod_uid = "SOPERATOR_POD_UID"  # tells a restarted container from a new pod (fresh_boot.py)
     health_check_program = "SOPERATOR_HEALTH_CHECK_PROGRAM"
-    # "true" when slurm.conf names a plugin that works through cgroups: the worker readies its cgroup2.
+    # "true" when slurm.conf names a plugin that works through cgroups: the worker readies its cgroups.
     slurm_cgroups = "SOPERATOR_SLURM_CGROUPS"
     node_name = "SOPERATOR_NODE_NAME"  # the Kubernetes node the pod runs on, for messages
     enroot_conf = "SOPERATOR_ENROOT_CONF"

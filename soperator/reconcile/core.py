@@ -22,7 +22,7 @@ from soperator.reconcile.conditions import Cond
 from soperator.reconcile.config_nudge import nudge_controller
 from soperator.reconcile.accounting import ensure_accounting
 from soperator.reconcile.apply import ensure
-from soperator.reconcile.confinement import workers_condition
+from soperator.reconcile.workers_condition import workers_condition
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
 from soperator.reconcile import observe

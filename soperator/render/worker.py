@@ -63,7 +63,7 @@ def _health_check_env(cluster: SlurmCluster) -> list[Obj]:
 
 
 def _cgroups_env(cluster: SlurmCluster) -> list[Obj]:
-    """Where slurm.conf names a plugin that works through cgroups, the worker readies its own cgroup2
+    """Where slurm.conf names a plugin that works through cgroups, the worker readies its own cgroups
     for slurmd (soperator/node/cgroups.py), and names its Kubernetes node when it cannot."""
     if not uses_cgroups(cluster.spec.slurm_config):
         return []

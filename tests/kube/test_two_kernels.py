@@ -146,11 +146,18 @@ def test_a_job_opens_a_gres_device_only_when_given_the_gres(cluster, worker):
     assert login.run(f"srun -w {worker} --gres=testdev:1 sh -c '{probe}'").strip() == "opened"
 
 
-def test_root_in_a_job_sees_its_cgroups_read_only(cluster):
-    """slurmstepd writes the job's cgroups; root's task cannot raise its limits (its own mount
-    namespace, spank_chroot/cgroup_view.c)."""
+# Each kernel's memory limit file of the task's own cgroup.
+LIMIT_FILES = {VM_WORKER: "/sys/fs/cgroup$(grep ^0:: /proc/self/cgroup | cut -d: -f3)/memory.max",
+               HOST_WORKER: "/sys/fs/cgroup/memory$(grep :memory: /proc/self/cgroup | cut -d: -f3)/memory.limit_in_bytes"}
+
+
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
+def test_root_in_a_job_cannot_raise_its_memory_limit(cluster, worker):
+    """slurmstepd writes the job's cgroups; root's task sees them read-only (a mount namespace of its
+    own, spank_chroot/cgroup_view.c). The file exists: the job's own cgroup, under the worker's mount."""
     login = cluster
+    limit = LIMIT_FILES[worker]
     # The shell reports a redirection it cannot open on its stderr: the subshell's goes to stdout.
-    out = login.run(f"srun -w {VM_WORKER} sh -c 'cat /proc/self/cgroup; "
-                    "(echo max > /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup)/memory.max) 2>&1; true'")
-    assert "Read-only file system" in out, out
+    out = login.run(f"srun -w {worker} --mem=100M sh -c '[ -f {limit} ] && echo present; "
+                    f"(echo 999999999999 > {limit}) 2>&1; true'")
+    assert out.startswith("present\n") and "Read-only file system" in out, out

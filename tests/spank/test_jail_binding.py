@@ -531,8 +531,18 @@ def test_sessions_lose_sys_admin_but_keep_chroot():
     assert mounted == "no-mount"
 
 
+def _read_only_in_new_namespace(root: bytes, err, errlen: int) -> int:
+    """The fallback for kernels without mount_setattr, called as the task would get it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        return -1
+    return lib.soperator_remount_read_only_under(root, err, errlen)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-def test_a_tasks_cgroups_are_read_only_for_it_alone(tmp_path):
+@pytest.mark.parametrize("make_read_only", [lib.soperator_read_only_cgroups, _read_only_in_new_namespace],
+                         ids=["mount_setattr", "remount-each"])
+def test_a_tasks_cgroups_are_read_only_for_it_alone(tmp_path, make_read_only):
     """slurmstepd writes the job's cgroups through the jail's writable cgroup mounts; the task sees them
     read-only (and every mount below, as cgroup v1's controllers are), in a namespace of its own, so the
     step keeps its writable view. tmpfs mounts stand in for the cgroup ones."""
@@ -548,7 +558,7 @@ def test_a_tasks_cgroups_are_read_only_for_it_alone(tmp_path):
         assert libc.mount(b"tmpfs", str(below).encode(), b"tmpfs", 0, None) == 0
 
         def task(task_out):
-            if lib.soperator_read_only_cgroups(str(root).encode(), _err(), 512) != 0:
+            if make_read_only(str(root).encode(), _err(), 512) != 0:
                 return 3
             seen = {}
             for where in (root, below):

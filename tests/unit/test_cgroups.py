@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from soperator.node.cgroups import CGROUP_ROOT, missing_controllers, mounted_at, mounts, v1_hierarchies
+from soperator.node.cgroups import (CGROUP_ROOT, CgroupError, missing_controllers, mounted_at, mounts, own_cgroups,
+                                    prepare_slurm_cgroups, v1_hierarchies)
 
 V2 = """\
 1480 1479 0:25 / /sys ro,nosuid,nodev,noexec,relatime - sysfs sysfs ro
@@ -19,11 +20,20 @@ V1 = """\
 2006 2002 0:33 /kubepods/pod1/c1 /sys/fs/cgroup/devices ro,nosuid,nodev,noexec,relatime master:14 - cgroup cgroup rw,devices
 2007 2002 0:34 /kubepods/pod1/c1 /sys/fs/cgroup/cpuset ro,nosuid,nodev,noexec,relatime master:15 - cgroup cgroup rw,cpuset
 """
+# /proc/self/cgroup of the v1 container: the host's cgroup namespace, its own cgroups.
+V1_OWN = """6:cpuset:/kubepods/pod1/c1
+5:devices:/kubepods/pod1/c1
+4:freezer:/kubepods/pod1/c1
+3:memory:/kubepods/pod1/c1
+2:cpu,cpuacct:/kubepods/pod1/c1
+1:name=systemd:/
+0::/
+"""
 
 
 def test_v2_root_is_seen_read_only_with_its_super_options():
     root = mounted_at(mounts(V2), CGROUP_ROOT)
-    assert root.fstype == "cgroup2" and root.read_only
+    assert root.fstype == "cgroup2" and root.read_only and root.root == "/"
     assert "nsdelegate" in root.super_options
 
 
@@ -50,20 +60,44 @@ def test_missing_v2_controllers_are_named():
     assert missing_controllers("cpu io pids") == ["cpuset", "memory"]
 
 
+def test_octal_escapes_and_non_controller_options():
+    entry = mounts("7 1 0:9 /a\\040b /x\\011y rw - cgroup cgroup rw,xattr,name=x,memory\n")[0]
+    assert (entry.root, entry.point) == ("/a b", "/x\ty")
+    at_root = mounts("7 1 0:9 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,xattr,clone_children,memory\n")
+    assert list(v1_hierarchies(at_root)) == ["memory"]
+
+
 def test_lines_of_other_shapes_are_skipped():
     assert mounts("garbage\n\n12 1 0:1 / /x rw - \n") == []
 
 
+def test_own_cgroups_by_controller():
+    own = own_cgroups(V1_OWN)
+    assert own["cpu"] == own["cpuacct"] == own["memory"] == "/kubepods/pod1/c1"
+    assert own[""] == "/" and own["name=systemd"] == "/"
+    assert own_cgroups("0::/\n") == {"": "/"}
+
+
 def test_a_node_without_what_slurm_needs_is_named_with_what_it_lacks():
-    from soperator.node.cgroups import CgroupError, prepare_slurm_cgroups
     sysfs_only = "1480 1479 0:25 / /sys ro,nosuid,nodev,noexec,relatime - sysfs sysfs ro\n"
     with pytest.raises(CgroupError, match=r"node n1: Slurm's cgroup plugins find no cgroup file system at "
                                           r"/sys/fs/cgroup \(nothing is mounted there\)"):
-        prepare_slurm_cgroups("n1", sysfs_only)
+        prepare_slurm_cgroups("n1", sysfs_only, "0::/\n")
     no_devices = "".join(line + "\n" for line in V1.splitlines() if "devices" not in line)
     with pytest.raises(CgroupError, match="node n2: cgroup v1 without the hierarchies devices that Slurm's "
                                           "cgroup/v1 plugin needs"):
-        prepare_slurm_cgroups("n2", no_devices)
+        prepare_slurm_cgroups("n2", no_devices, V1_OWN)
+
+
+def test_cgroup_mounts_that_show_the_nodes_tree_are_refused():
+    """A privileged pod, or a runtime that shares the node's cgroup namespace and mounts the whole
+    tree: made writable, Slurm would build on the node's cgroups."""
+    with pytest.raises(CgroupError, match="node n3: the container is not in a cgroup namespace of its own"):
+        prepare_slurm_cgroups("n3", V2, "0::/kubepods/pod1/c1\n")
+    whole_memory = V1.replace("/kubepods/pod1/c1 /sys/fs/cgroup/memory", "/ /sys/fs/cgroup/memory")
+    with pytest.raises(CgroupError, match="node n4: /sys/fs/cgroup/memory shows /, not the container's own cgroup "
+                                          "/kubepods/pod1/c1"):
+        prepare_slurm_cgroups("n4", whole_memory, V1_OWN)
 
 
 def _pod(name: str, message: str | None, last: bool = True) -> dict:
@@ -74,7 +108,7 @@ def _pod(name: str, message: str | None, last: bool = True) -> dict:
 
 def test_workers_ready_names_each_worker_whose_node_cannot_give_slurm_its_cgroups():
     from soperator.node.layout import CGROUPS_UNAVAILABLE
-    from soperator.reconcile.confinement import workers_condition
+    from soperator.reconcile.workers_condition import workers_condition
     refused = f"{CGROUPS_UNAVAILABLE}node k1: the container's cgroup lacks the controllers cpuset"
     cond = workers_condition(1, 3, [_pod("c-cpu-0", None), _pod("c-cpu-1", refused),
                                     _pod("c-cpu-2", "something else", last=False)])
@@ -82,3 +116,8 @@ def test_workers_ready_names_each_worker_whose_node_cannot_give_slurm_its_cgroup
     assert cond.message == "1/3 ready; c-cpu-1: node k1: the container's cgroup lacks the controllers cpuset"
     assert workers_condition(1, 3, [_pod("c-cpu-2", "something else")]).reason == "NotReady"
     assert workers_condition(3, 3, []).reason == "AllReady"
+    recovered = _pod("c-cpu-1", refused)
+    recovered["status"]["containerStatuses"][0]["ready"] = True
+    assert workers_condition(2, 3, [recovered]).reason == "NotReady"
+    many = workers_condition(0, 5, [_pod(f"c-cpu-{i}", refused) for i in range(5)])
+    assert many.message.count("c-cpu-") == 3 and many.message.endswith("; and 2 more")

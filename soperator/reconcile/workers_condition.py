@@ -7,15 +7,22 @@ from soperator.node.layout import CGROUPS_UNAVAILABLE
 from soperator.reconcile.conditions import Cond
 
 
+# Named in the condition, at most; the rest counted (the status is one object).
+SHOWN = 3
+
+
 def cgroup_refusals(pods: list[dict]) -> list[str]:
-    """'<pod>: <what its node lacks>' for each worker pod whose container last stopped for that."""
+    """'<pod>: <what its node lacks>' for each worker pod whose container last stopped for that and is
+    not running ready since."""
     found = []
     for pod in pods:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            if cs.get("ready"):
+                continue
             term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated") or {}
             message = term.get("message") or ""
             if CGROUPS_UNAVAILABLE in message:
-                found.append(f"{pod['metadata']['name']}: {message.split(CGROUPS_UNAVAILABLE, 1)[1].strip()}")
+                found.append(f"{pod['metadata']['name']}: {message.split(CGROUPS_UNAVAILABLE, 1)[1].strip()[:512]}")
     return found
 
 
@@ -24,5 +31,7 @@ def workers_condition(ready: int, desired: int, pods: list[dict]) -> Cond:
         return Cond("WorkersReady", True, "AllReady", f"{ready}/{desired} ready")
     refusals = cgroup_refusals(pods)
     if refusals:
-        return Cond("WorkersReady", False, "CgroupsUnavailable", f"{ready}/{desired} ready; " + "; ".join(refusals))
+        more = f"; and {len(refusals) - SHOWN} more" if len(refusals) > SHOWN else ""
+        return Cond("WorkersReady", False, "CgroupsUnavailable",
+                    f"{ready}/{desired} ready; " + "; ".join(refusals[:SHOWN]) + more)
     return Cond("WorkersReady", False, "NotReady", f"{ready}/{desired} ready")
