@@ -4,7 +4,7 @@ worker on the host and one more node set, `emulated`, on the VM; a user who ssh'
 on the host runs a job step on the VM, and a two-node `srun` spans both kernels, every step in the
 one jail both nodes mount.
 
-The cluster keeps the CR's Slurm defaults (proctrack/cgroup, task/cgroup,task/affinity, ConstrainCores,
+The cluster runs the CR's Slurm defaults (proctrack/cgroup, task/cgroup,task/affinity, ConstrainCores,
 ConstrainRAMSpace, ConstrainDevices) on unprivileged workers, and jobs are confined on both kernels:
 over its memory a job ends OUT_OF_MEMORY while its neighbour runs on, a task runs on its allocated
 CPUs only, and a job opens a gres's device file only when it was given that gres."""
@@ -30,6 +30,8 @@ pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 IMAGES = ("controller", "worker", "login", "populate-jail", "operator", "database")
 NAME = "two"
 HOST_WORKER, VM_WORKER = f"{NAME}-worker-0", f"{NAME}-emulated-0"
+# The CR's own Slurm defaults, over the quick start's portable ones.
+CR_DEFAULTS = {"proctrackType": "proctrack/cgroup", "taskPlugin": "task/cgroup,task/affinity"}
 # A harmless device as the test gres's file: a job that was not given the gres cannot open it.
 TEST_GRES = {"gres": ["testdev:1"], "gresFiles": {"testdev": "/dev/full"}}
 # Each step says where it ran: its host, its kernel, the type of its cgroup file system, and what it
@@ -56,14 +58,14 @@ def namespace(kubectl):
 
 @pytest.fixture(scope="module")
 def cluster(two_nodes, local_cluster, tools, kubectl, crd_installed, namespace, tmp_path_factory):
-    """The quick start's two-node cluster with two CPUs and the test gres on each worker; yields root's
-    ssh session on the login node."""
+    """The quick start's two-node cluster with the CR's cgroup defaults, two CPUs and the test gres on
+    each worker; yields root's ssh session on the login node."""
     adopt_crd(kubectl, "soperator", namespace)
     work = tmp_path_factory.mktemp("two-kernels")
     key_file = work / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
     values = work / "values.json"
-    values.write_text(json.dumps({"spec": {"nodeSets": [
+    values.write_text(json.dumps({"spec": {"slurmConfig": CR_DEFAULTS, "nodeSets": [
         {"name": "worker", "replicas": 1, "cpus": 2, **TEST_GRES},
         {"name": "emulated", "replicas": 1, "cpus": 2, **TEST_GRES,
          "scheduling": {"nodeSelector": {"kubernetes.io/hostname": VM_NAME}, "tolerations": [TOLERATION]}}]}}))
