@@ -151,9 +151,6 @@ def install_charts(args) -> None:
            "--set", f"accountingDatabase.persistentVolume.hostPath={volumes}-accounting-db") if args.accounting else ()))
     values = {"spec": {"nodeSets": [{"name": "worker", "replicas": args.workers}, *_emulated_node_set(args)],
                        "controller": {"spool": {"claimName": f"{name}-controller-spool"}},
-                       # Not yet the CR's cgroup defaults: a non-root user's job hung under them on this
-                       # host's cgroup v1 (tests/kube/test_user_path.py, unexplained); --values may set them.
-                       "slurmConfig": {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"},
                        "login": {"service": {"type": "NodePort"},
                                  "rootSshPublicKeys": [args.ssh_key.read_text().strip()]}}}
     if args.slurm_version:

@@ -34,6 +34,12 @@ int soperator_decide(int remote, uint32_t step_id, int argc, const char *const *
 int soperator_check_jail(const char *jail, char *err, size_t errlen);
 int soperator_mask_proc(const char *proc, char *err, size_t errlen);
 int soperator_enter_jail(const char *jail, char *err, size_t errlen);
+struct soperator_bind { const char *source; const char *target; };
+int soperator_enter_jail_with(const char *jail, const struct soperator_bind *binds, size_t nbinds, char *err,
+                              size_t errlen);
+const char *soperator_option(int argc, const char *const *argv, const char *prefix);
+int soperator_job_dir(const char *base, uint32_t job_id, char *path, size_t pathlen, char *err, size_t errlen);
+int soperator_remove_job_dir(const char *base, uint32_t job_id, char *err, size_t errlen);
 int soperator_allows_userns(int argc, const char *const *argv);
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
 int soperator_read_only_cgroups(const char *root, char *err, size_t errlen);
@@ -47,13 +53,13 @@ int soperator_user_dirs(const char *list, uint32_t uid, uint32_t gid, char *err,
 """
 # The C files with no Slurm symbols (all but plugin.c): the binding, and the plain library the login
 # node loads.
-SOURCES = ("cgroup_view.c", "fail.c", "jail.c", "proc_mask.c", "restrict.c", "user_dirs.c")
+SOURCES = ("cgroup_view.c", "fail.c", "jail.c", "job_dirs.c", "proc_mask.c", "restrict.c", "user_dirs.c")
 
 
 def binding_ffi() -> FFI:
     ffi = FFI()
     ffi.cdef(CDEF)
-    ffi.set_source("spank_chroot._jail", '#include "jail.h"\n#include "user_dirs.h"', sources=[str(HERE / name) for name in SOURCES],
+    ffi.set_source("spank_chroot._jail", '#include "jail.h"\n#include "job_dirs.h"\n#include "user_dirs.h"', sources=[str(HERE / name) for name in SOURCES],
                    include_dirs=[str(HERE)], extra_compile_args=CFLAGS)
     return ffi
 

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "jail.h"
 #include "fail.h"
+#include "job_dirs.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -16,6 +17,11 @@
  * job's cgroup/adopt logic and runs before any user code. */
 #define STEP_EXTERN 0xfffffffcU
 
+static int starts_with(const char *text, const char *prefix)
+{
+    return strncmp(text, prefix, strlen(prefix)) == 0;
+}
+
 int soperator_decide(int remote, uint32_t step_id, int argc, const char *const *argv, char *err,
                      size_t errlen)
 {
@@ -26,13 +32,25 @@ int soperator_decide(int remote, uint32_t step_id, int argc, const char *const *
         return SOPERATOR_REFUSE;
     }
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], SOPERATOR_OPT_ALLOW_USERNS) != 0) {
-            soperator_fail(err, errlen, "after the jail path only '" SOPERATOR_OPT_ALLOW_USERNS "' may follow, not '%s'",
+        const char *dir = starts_with(argv[i], SOPERATOR_OPT_JOB_TMP) ? argv[i] + strlen(SOPERATOR_OPT_JOB_TMP)
+                          : starts_with(argv[i], SOPERATOR_OPT_JOB_SHM) ? argv[i] + strlen(SOPERATOR_OPT_JOB_SHM)
+                                                                        : NULL;
+        if (dir != NULL ? dir[0] != '/' : strcmp(argv[i], SOPERATOR_OPT_ALLOW_USERNS) != 0) {
+            soperator_fail(err, errlen, "after the jail path only '" SOPERATOR_OPT_ALLOW_USERNS "', '"
+                           SOPERATOR_OPT_JOB_TMP "/DIR' and '" SOPERATOR_OPT_JOB_SHM "/DIR' may follow, not '%s'",
                            argv[i]);
             return SOPERATOR_REFUSE;
         }
     }
     return SOPERATOR_ENTER;
+}
+
+const char *soperator_option(int argc, const char *const *argv, const char *prefix)
+{
+    for (int i = 1; i < argc; i++)
+        if (argv[i] != NULL && starts_with(argv[i], prefix))
+            return argv[i] + strlen(prefix);
+    return NULL;
 }
 
 int soperator_allows_userns(int argc, const char *const *argv)
@@ -64,6 +82,13 @@ int soperator_check_jail(const char *jail, char *err, size_t errlen)
 
 int soperator_enter_jail(const char *jail, char *err, size_t errlen)
 {
+    return soperator_enter_jail_with(jail, NULL, 0, err, errlen);
+}
+
+int soperator_enter_jail_with(const char *jail, const struct soperator_bind *binds, size_t nbinds, char *err,
+                              size_t errlen)
+{
+    char target[PATH_MAX];
     if (soperator_check_jail(jail, err, errlen) != 0)
         return -1;
     if (unshare(CLONE_NEWNS) != 0)
@@ -78,6 +103,15 @@ int soperator_enter_jail(const char *jail, char *err, size_t errlen)
      * below the jail (/dev, the spool, sub-mounts) keep their own flags. */
     if (mount(NULL, jail, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, NULL) != 0)
         return soperator_fail(err, errlen, "remount %s nosuid,nodev: %s", jail, strerror(errno));
+    /* The node's directories in their places, seen by this namespace only (/ is rslave). */
+    for (size_t i = 0; i < nbinds; i++) {
+        if (snprintf(target, sizeof(target), "%s%s", jail, binds[i].target) >= (int)sizeof(target))
+            return soperator_fail(err, errlen, "%s%s: path too long", jail, binds[i].target);
+        if (mount(binds[i].source, target, NULL, MS_BIND, NULL) != 0)
+            return soperator_fail(err, errlen, "bind %s onto %s: %s", binds[i].source, target, strerror(errno));
+        if (mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV, NULL) != 0)
+            return soperator_fail(err, errlen, "remount %s nosuid,nodev: %s", target, strerror(errno));
+    }
     if (chdir(jail) != 0)
         return soperator_fail(err, errlen, "chdir %s: %s", jail, strerror(errno));
     /* Move the jail over / and chroot into it, as switch_root does. Not pivot_root: containerd's

@@ -35,6 +35,20 @@ int soperator_check_jail(const char *jail, char *err, size_t errlen);
  * callers must fail the step, never carry on. */
 int soperator_enter_jail(const char *jail, char *err, size_t errlen);
 
+/* A directory of the node's bound at `target` (a path inside the jail) as the jail is entered. */
+struct soperator_bind {
+    const char *source;
+    const char *target;
+};
+
+/* soperator_enter_jail, with each of `binds` mounted (nosuid,nodev) in the new namespace before the
+ * jail moves over /, so that nothing of the node's root is reachable afterwards. */
+int soperator_enter_jail_with(const char *jail, const struct soperator_bind *binds, size_t nbinds, char *err,
+                              size_t errlen);
+
+/* The value of the plugin option that starts with `prefix` ("job_tmp="), or NULL. */
+const char *soperator_option(int argc, const char *const *argv, const char *prefix);
+
 /* On the fresh procfs at `proc`, what a container runtime does on its own: /proc/sys, /proc/sysrq-trigger
  * and a few more read-only, /proc/kcore and the like hidden (proc_mask.c). Returns 0, or -1 with the
  * reason in err (the caller must then fail: the procfs is half-masked). */

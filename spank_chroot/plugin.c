@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "jail.h"
+#include "job_dirs.h"
 #include "user_dirs.h"
 
 SPANK_PLUGIN(soperator_chroot, 1);
@@ -50,6 +51,46 @@ static int make_user_dirs(spank_t sp, const char *list)
     return soperator_user_dirs(list, uid, gid, refusal, sizeof(refusal));
 }
 
+/* The job's own /tmp and /dev/shm on this node (job_dirs.c), when the plugin's options name their
+ * bases: made here, as root on the node's root, and bound in as the step enters the jail. */
+static const char *const job_dir_options[] = {SOPERATOR_OPT_JOB_TMP, SOPERATOR_OPT_JOB_SHM};
+static const char *const job_dir_targets[] = {"/tmp", "/dev/shm"};
+
+static int job_dirs(spank_t sp, int ac, char **av, struct soperator_bind *binds, size_t *nbinds)
+{
+    static char paths[2][4096];
+    uint32_t job_id;
+    for (size_t i = 0; i < 2; i++) {
+        const char *base = soperator_option(ac, (const char *const *)av, job_dir_options[i]);
+        if (base == NULL)
+            continue;
+        if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS)
+            return snprintf(refusal, sizeof(refusal), "cannot read the job id"), -1;
+        if (soperator_job_dir(base, job_id, paths[i], sizeof(paths[i]), refusal, sizeof(refusal)) != 0)
+            return -1;
+        binds[*nbinds].source = paths[i];
+        binds[(*nbinds)++].target = job_dir_targets[i];
+    }
+    return 0;
+}
+
+/* Run by slurmd (as root, on the node's root) once the job has ended on this node. A directory that
+ * cannot be removed is logged, not failed: a failed epilog would drain the node for everyone over one
+ * user's files (the worker clears the bases when it starts). */
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+{
+    uint32_t job_id;
+    char err[512];
+    if (spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS)
+        return ESPANK_SUCCESS;
+    for (size_t i = 0; i < 2; i++) {
+        const char *base = soperator_option(ac, (const char *const *)av, job_dir_options[i]);
+        if (base != NULL && soperator_remove_job_dir(base, job_id, err, sizeof(err)) != 0)
+            slurm_error("soperator_chroot: job %u's %s left behind: %s", job_id, job_dir_targets[i], err);
+    }
+    return ESPANK_SUCCESS;
+}
+
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
     uint32_t step_id = 0;
@@ -77,7 +118,14 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
                 step_state = REFUSED;
                 break;
             }
-            entered_jail = soperator_enter_jail(av[0], refusal, sizeof(refusal)) == 0;
+            struct soperator_bind binds[2];
+            size_t nbinds = 0;
+            if (job_dirs(sp, ac, av, binds, &nbinds) != 0) {
+                refused_for = told_user = "the job's private /tmp or /dev/shm could not be made";
+                step_state = REFUSED;
+                break;
+            }
+            entered_jail = soperator_enter_jail_with(av[0], binds, nbinds, refusal, sizeof(refusal)) == 0;
             step_state = entered_jail ? ALLOWED : REFUSED;
             if (entered_jail && make_user_dirs(sp, user_dirs) != 0) {
                 refused_for = told_user = "its container runtime directories are not safe to use";

@@ -209,6 +209,11 @@ class PATHS:
 
     # Workers' Memory emptyDir (MPI, NCCL); the entrypoints give it the sticky bit.
     shm = "/dev/shm"
+    # Each job's private /tmp and /dev/shm on a worker (spank_chroot/job_dirs.c): <base>/<job id>,
+    # bound over the jail's in the job's steps. The bases are root's and out of the jail's sight: the
+    # tmp one a disk emptyDir of its own, the shm one inside the Memory emptyDir.
+    job_tmp = "/var/lib/soperator/job-tmp"
+    job_shm = f"{shm}/.soperator-jobs"
     # Where the kubelet keeps a node container's termination message: not /dev/termination-log, since
     # /dev goes into the jail and the kubelet makes that host file writable by anyone (security #5).
     termination_log = "/run/termination-log"

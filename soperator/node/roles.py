@@ -17,6 +17,7 @@ from .cluster_id import take_cluster_id_from_database
 from .database import ensure_account, prepare_datadir, server_argv
 from .fresh_boot import forget_refusal, record, take_over
 from .hold import hold, release
+from .job_dirs import clear_job_dirs
 from .layout import CGROUPS_UNAVAILABLE, ENV, PATHS
 from .mounts import (CONTAINER_RUNTIME, CONTAINERS, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail, harden_jail,
                      mount_private_proc, use_jail_accounts)
@@ -136,6 +137,7 @@ def limit_user_processes() -> None:
 def worker(sup: Supervisor) -> None:
     require_jail()
     sticky_shm()
+    log(clear_job_dirs())
     os.makedirs(PATHS.worker_spool, exist_ok=True)
     os.makedirs(os.path.dirname(PATHS.slurmd_log), exist_ok=True)
     # Job users are the jail's users: slurmstepd resolves them before it enters the jail.

@@ -33,8 +33,9 @@ REFUSED = frozenset({
     "init_module", "finit_module", "delete_module", "create_module", "query_module", "get_kernel_syms",
     "reboot", "kexec_load", "kexec_file_load", "settimeofday", "clock_settime", "iopl", "ioperm", "swapon",
     "swapoff", "acct", "vhangup", "open_by_handle_at",
-    # The runtime's default refuses these to a container without CAP_SYS_PTRACE or CAP_SYS_NICE, as
-    # workers are: other processes' memory, NUMA policies and page moves; and (containerd 1.6) keyrings.
+    # The runtime's default refuses these to a container without CAP_SYS_PTRACE or CAP_SYS_NICE: other
+    # processes' memory, NUMA policies and page moves; and (containerd 1.6) keyrings. Workers with
+    # task/affinity hold CAP_SYS_NICE (for sched_setaffinity) but Slurm and enroot use none of these.
     "kcmp", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "userfaultfd",
     "mbind", "get_mempolicy", "set_mempolicy", "set_mempolicy_home_node", "move_pages", "migrate_pages",
     "add_key", "keyctl", "request_key",

@@ -20,6 +20,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # worker's default memory limit.
 DAEMONS_MIB = 512
 LOCAL_VOLUME = "local"
+AFFINITY_CAPABILITY = "SYS_NICE"
 
 
 def node_set_stateful_set_name(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
@@ -87,12 +88,16 @@ def worker_limits(node_set: NodeSetSpec) -> dict[str, str]:
     return limits
 
 
-def worker_security_context(node_set: NodeSetSpec) -> Obj:
-    """A node set with Pyxis runs under its own seccomp profile (seccomp_profile.py): containerd's
+def worker_security_context(cluster: SlurmCluster, node_set: NodeSetSpec) -> Obj:
+    """With task/affinity, slurmstepd (root) binds each task to its CPUs after the task has become the
+    job's user: sched_setaffinity on another user's process needs CAP_SYS_NICE (without it every
+    non-root step failed "Slurmd could not execve job" and drained its node; measured). Tasks drop it.
+    A node set with Pyxis runs under its own seccomp profile (seccomp_profile.py): containerd's
     default refuses the pivot_root that enroot enters every container with, whatever the
     capabilities. Its job steps may create user namespaces (the chroot plugin's filter is lifted on
     these workers only)."""
-    context = node_security_context(NODE_CAPABILITIES)
+    binds = "task/affinity" in cluster.spec.slurm_config.task_plugin.split(",")
+    context = node_security_context(NODE_CAPABILITIES + (AFFINITY_CAPABILITY,) * binds)
     if node_set.pyxis.enabled:
         profile = node_set.pyxis.seccomp_profile
         context["seccompProfile"] = {"type": "Unconfined"} if profile.type == "Unconfined" else {
@@ -116,10 +121,11 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
                 {"name": ENV.pod_uid, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
                 *pyxis_env, *_health_check_env(cluster), *_cgroups_env(cluster)],
         "ports": [{"name": "slurmd", "containerPort": PORTS.slurmd, "protocol": "TCP"}],
-        "securityContext": worker_security_context(node_set),
+        "securityContext": worker_security_context(cluster, node_set),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster, node_set.sub_mounts) + local_mounts + [
             {"name": "spool", "mountPath": PATHS.worker_spool},
             {"name": "shm", "mountPath": PATHS.shm},
+            {"name": "job-tmp", "mountPath": PATHS.job_tmp},
             *pyxis_mounts,
         ],
         **slurm_daemon_probes(PORTS.slurmd, spec.slurm_version),
@@ -128,6 +134,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
     volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster, node_set.sub_mounts) + [
         {"name": "spool", "emptyDir": {}},
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": node_set.shared_memory_size}},
+        {"name": "job-tmp", "emptyDir": {}},
         *pyxis_volumes,
     ]
     # Running steps get KillWait to stop before the pod is torn down.

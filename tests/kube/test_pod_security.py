@@ -19,7 +19,8 @@ pytestmark = pytest.mark.kube
 
 # What each node pod may violate, and why (docs/security.md's list of exceptions).
 EXCEPTIONS = {
-    "worker": {"non-default capabilities": "CAP_SYS_ADMIN: unshare + move the jail over / per step, bind mounts",
+    "worker": {"non-default capabilities": "CAP_SYS_ADMIN: unshare + move the jail over / per step, bind mounts; "
+                                           "CAP_SYS_NICE: task/affinity binds users' tasks",
                "forbidden AppArmor profile": "the default AppArmor profile denies mount whatever the capabilities"},
     # A node set with Pyxis (spec.nodeSets[].pyxis): the same; Unconfined, which it may ask for, is not.
     "worker-pyxis": {"non-default capabilities": "CAP_SYS_ADMIN, as every worker",

@@ -14,6 +14,7 @@ from soperator.api.spec import NodeSetSpec
 from soperator.render.seccomp_profile import ENROOT_NEEDS, pyxis_worker_profile, pyxis_worker_profile_path
 from soperator.render.worker import worker_security_context
 from tests.cluster.node import PAUSE_IMAGE
+from tests.conftest import make_cluster
 from tests.support.wait import until
 
 pytestmark = pytest.mark.kube
@@ -35,7 +36,7 @@ def _pod(name: str, pyxis: bool) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
         "terminationGracePeriodSeconds": 0, "containers": [{
             "name": "slurmd", "image": PAUSE_IMAGE, "imagePullPolicy": "Never",
-            "securityContext": worker_security_context(node_set)}]}}
+            "securityContext": worker_security_context(make_cluster(), node_set)}]}}
 
 
 def _oci_seccomp(node, kubectl, namespace: str, pod: str) -> dict:

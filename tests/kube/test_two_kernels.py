@@ -132,10 +132,16 @@ def test_a_job_over_its_memory_ends_out_of_memory_and_its_neighbour_runs_on(clus
 
 
 @pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
-def test_a_task_runs_on_its_allocated_cpus_only(cluster, worker):
+@pytest.mark.parametrize("user", ["root", "carol"])
+def test_a_task_runs_on_its_allocated_cpus_only(cluster, worker, user):
+    """Also a user's: slurmstepd binds a task that already runs as the job's user (CAP_SYS_NICE; without
+    it every non-root step failed to start and drained its node)."""
     login = cluster
-    shown = login.run(f"srun -w {worker} -n1 -c1 grep Cpus_allowed_list /proc/self/status").split()[-1]
-    whole = login.run(f"srun -w {worker} -n1 -c2 grep Cpus_allowed_list /proc/self/status").split()[-1]
+    as_user = f"cd /tmp && runuser -u {user} --"
+    if user != "root":
+        login.run(f"id -u {user} >/dev/null 2>&1 || useradd -m -u 2003 -s /bin/bash {user}")
+    shown = login.run(f"{as_user} srun -w {worker} -n1 -c1 grep Cpus_allowed_list /proc/self/status").split()[-1]
+    whole = login.run(f"{as_user} srun -w {worker} -n1 -c2 grep Cpus_allowed_list /proc/self/status").split()[-1]
     assert "-" not in shown and "," not in shown  # one CPU
     assert shown != whole and shown in whole.replace("-", ",").split(",")
 

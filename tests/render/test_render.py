@@ -18,6 +18,8 @@ from soperator.yamlio import dump_all
 from tests.conftest import make_cluster
 
 UID = "0b5d2f8e-1111-2222-3333-444455556666"
+# Each job's private tmp and shm directories (spank_chroot/job_dirs.c), named on the plugin's line.
+JOB_DIRS = " job_tmp=/var/lib/soperator/job-tmp job_shm=/dev/shm/.soperator-jobs"
 
 
 def _by_kind_name(objects):
@@ -164,7 +166,7 @@ def test_workers_register_with_what_the_spec_gives_their_pods():
     env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SOPERATOR_SLURMD_CONF"] == "Feature=a100,ib CPUs=8 RealMemory=64000 Gres=gpu:4,shard:16"
     assert env["SOPERATOR_CONF_SERVER"] == "demo-controller-0:6817"
-    assert {v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]} == {"munge-key", "jail", "spool", "shm"}
+    assert {v["name"] for v in sts["spec"]["template"]["spec"]["volumes"]} == {"munge-key", "jail", "spool", "shm", "job-tmp"}
 
 
 def test_a_worker_pod_is_limited_to_its_real_memory_and_shm_and_daemons_unless_the_spec_says():
@@ -179,10 +181,22 @@ def test_a_worker_pod_is_limited_to_its_real_memory_and_shm_and_daemons_unless_t
     assert limits["big-request"] == {"requests": {"memory": "100Gi"}, "limits": {"memory": "102400Mi"}}
 
 
+def test_workers_bind_users_tasks_to_cpus_only_with_task_affinity(keys):
+    """slurmstepd's sched_setaffinity on a task that already runs as the job's user needs CAP_SYS_NICE."""
+    def added(task_plugin: str, component: str) -> list[str]:
+        objects = _by_kind_name(render_all(make_cluster(slurmConfig={"taskPlugin": task_plugin}), keys))
+        container = objects[("StatefulSet", f"demo-{component}")]["spec"]["template"]["spec"]["containers"][0]
+        return container["securityContext"]["capabilities"]["add"]
+
+    assert "SYS_NICE" in added("task/cgroup,task/affinity", "worker")
+    assert "SYS_NICE" not in added("task/cgroup", "worker")
+    assert "SYS_NICE" not in added("task/cgroup,task/affinity", "login")
+
+
 def test_a_pyxis_node_set_may_name_another_installed_profile_or_none():
     def profile(seccomp: dict) -> dict:
         node_set = NodeSetSpec.model_validate({"name": "b", "pyxis": {"enabled": True, "seccompProfile": seccomp}})
-        return worker_security_context(node_set)["seccompProfile"]
+        return worker_security_context(make_cluster(), node_set)["seccompProfile"]
 
     assert profile({"localhostProfile": "site/seccomp/enroot.json"}) == {
         "type": "Localhost", "localhostProfile": "site/seccomp/enroot.json"}
@@ -248,10 +262,10 @@ PYXIS_SETS = [{"name": "cpu", "replicas": 1},
 
 def test_plugstack_is_required_and_pyxis_follows_the_jail_when_a_node_set_has_it():
     plain = slurm_files(make_cluster())["plugstack.conf"]
-    assert "required /opt/soperator/lib/spank_chroot.so /mnt/jail" in plain and "pyxis" not in plain
+    assert f"required /opt/soperator/lib/spank_chroot.so /mnt/jail{JOB_DIRS}" in plain and "pyxis" not in plain
     lines = [line for line in slurm_files(make_cluster(nodeSets=PYXIS_SETS))["plugstack.conf"].splitlines()
              if line.startswith("required")]
-    assert lines == ["required /opt/soperator/lib/spank_chroot.so /mnt/jail",
+    assert lines == [f"required /opt/soperator/lib/spank_chroot.so /mnt/jail{JOB_DIRS}",
                      "required /usr/local/lib/slurm/spank_pyxis.so container_scope=global runtime_path=/run/pyxis"]
 
 
@@ -326,9 +340,10 @@ def test_an_overwrite_of_a_live_cluster_holds_the_nodes_around_the_fill():
 
 
 def test_user_namespaces_in_job_steps_are_an_explicit_choice():
-    assert slurm_files(make_cluster())["plugstack.conf"].splitlines()[3].endswith(" /mnt/jail")
+    plain = [ln for ln in slurm_files(make_cluster())["plugstack.conf"].splitlines() if ln.startswith("required")]
+    assert plain == [f"required /opt/soperator/lib/spank_chroot.so /mnt/jail{JOB_DIRS}"]
     allowed = slurm_files(make_cluster(plugStack={"allowUserNamespaces": True}))["plugstack.conf"]
-    assert "spank_chroot.so /mnt/jail allow_userns" in allowed
+    assert f"spank_chroot.so /mnt/jail{JOB_DIRS} allow_userns" in allowed
 
 
 def test_login_and_worker_egress_is_kept_off_the_clusters_private_ranges():

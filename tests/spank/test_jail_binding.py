@@ -38,6 +38,9 @@ def _argv(*args):
     (True, 0, ["/mnt/jail", "allow_userns"], lib.SOPERATOR_ENTER),
     (True, 0, ["/mnt/jail", "allow_userns", "nosuid=off"], lib.SOPERATOR_REFUSE),
     (True, 0, [""], lib.SOPERATOR_REFUSE),
+    (True, 0, ["/mnt/jail", "job_tmp=/var/lib/t", "job_shm=/dev/shm/j", "allow_userns"], lib.SOPERATOR_ENTER),
+    (True, 0, ["/mnt/jail", "job_tmp=var/lib/t"], lib.SOPERATOR_REFUSE),
+    (True, 0, ["/mnt/jail", "job_shm="], lib.SOPERATOR_REFUSE),
 ])
 def test_decide(remote, step, args, expected):
     keep, argv = _argv(*args)

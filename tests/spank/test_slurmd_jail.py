@@ -9,10 +9,12 @@ import time
 import pytest
 
 from images.build import SLURM_RELEASE
+from soperator.node.layout import PATHS
 from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from tests.conftest import make_cluster
 from tests.support.slurm import SlurmSandbox
 from tests.support.thin_jail import MARKER
+from tests.support.wait import until
 
 pytestmark = pytest.mark.slurm
 NODE = "demo-worker-0"
@@ -121,3 +123,24 @@ def test_finished_steps_leave_no_processes_behind(tmp_path, keys, jail):
         states = box.run("ps", "-eo", "stat=,comm=").stdout.split("\n")
     zombies = [line for line in states if line.strip().startswith("Z")]
     assert zombies == [], zombies
+
+
+def test_each_job_has_its_own_tmp_and_dev_shm_removed_at_its_end(tmp_path, keys, jail):
+    """Two steps of one job share its /tmp and /dev/shm (MPI ranks must); the next job on the node sees
+    none of it; the job's directories are gone from the node once its epilog has run, and nothing
+    reached the jail's own /tmp (the container's, shared by every job before)."""
+    steps = ("srun --chdir=/ sh -c 'echo first > /tmp/scratch; echo first > /dev/shm/segment'; "
+             "srun --chdir=/ sh -c 'cat /tmp/scratch /dev/shm/segment; ls -A /tmp /dev/shm; stat -c %a /tmp'")
+    bases = (PATHS.job_tmp, PATHS.job_shm)
+    with _sandbox(tmp_path, keys, jail) as box:
+        first = box.run("salloc", "-w", NODE, "sh", "-c", steps)
+        second = box.run("srun", "-w", NODE, "--chdir=/", "ls", "-A", "/tmp", "/dev/shm")
+        until(lambda: box.run("find", *bases, "-mindepth", "1").stdout == "", 30,
+              "both jobs' directories removed by their epilogs")
+        shared_tmp = box.run("ls", "-A", "/tmp").stdout.split()
+        log = box.slurmd_log()
+    assert first.returncode == 0 and second.returncode == 0, (first.stderr, second.stderr, log)
+    shown = first.stdout.split()
+    assert shown == ["first", "first", "/dev/shm:", "segment", "/tmp:", "scratch", "1777"], shown
+    assert second.stdout.split() == ["/dev/shm:", "/tmp:"]
+    assert "scratch" not in shared_tmp
