@@ -23,9 +23,8 @@ out of sight under v2's namespace, and capping every child under v1's hierarchic
 from __future__ import annotations
 
 import os
-import re
-import subprocess
-from dataclasses import dataclass
+
+from .mounts import Mount, MountError, parse_mountinfo, run_mount
 
 CGROUP_ROOT = "/sys/fs/cgroup"
 # What ConstrainCores and ConstrainRAMSpace write through on v2 (cpuset.cpus, memory.max).
@@ -42,34 +41,6 @@ KNOWN_V1_CONTROLLERS = frozenset({"cpu", "cpuacct", "cpuset", "memory", "devices
 
 class CgroupError(RuntimeError):
     pass
-
-
-@dataclass(frozen=True)
-class Mount:
-    root: str  # the directory of the file system mounted there: for a cgroup, the cgroup it shows
-    point: str
-    fstype: str
-    read_only: bool
-    super_options: tuple[str, ...]
-
-
-def _unescape(path: str) -> str:
-    """mountinfo writes space, tab, newline and backslash as octal escapes."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
-
-
-def mounts(mountinfo: str) -> list[Mount]:
-    """/proc/self/mountinfo's entries, in order. Fields: ID, parent, dev, root, mount point, mount
-    options, optional fields, '-', type, source, super options."""
-    found = []
-    for line in mountinfo.splitlines():
-        fields = line.split()
-        if len(fields) < 10 or "-" not in fields[6:]:
-            continue
-        sep = fields.index("-", 6)
-        found.append(Mount(_unescape(fields[3]), _unescape(fields[4]), fields[sep + 1], "ro" in fields[5].split(","),
-                           tuple(fields[sep + 3].split(",")) if len(fields) > sep + 3 else ()))
-    return found
 
 
 def own_cgroups(proc_cgroup: str) -> dict[str, str]:
@@ -112,9 +83,10 @@ def _read(path: str) -> str:
 
 
 def _run_mount(node: str, what: str, *args: str) -> None:
-    proc = subprocess.run(["mount", *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CgroupError(f"node {node}: cannot make {what} (mount {' '.join(args)}: {proc.stderr.strip()})")
+    try:
+        run_mount(*args)
+    except MountError as exc:
+        raise CgroupError(f"node {node}: cannot make {what} ({exc})") from exc
 
 
 def _writable(node: str, point: str) -> None:
@@ -175,7 +147,7 @@ def prepare_slurm_cgroups(node: str, mountinfo: str | None = None, proc_cgroup: 
     """Make this container's cgroups writable for slurmd; raises CgroupError naming the node and what
     it lacks. Returns what was done, for the log."""
     try:
-        entries = mounts(mountinfo if mountinfo is not None else _read("/proc/self/mountinfo"))
+        entries = parse_mountinfo(mountinfo if mountinfo is not None else _read("/proc/self/mountinfo"))
         own = own_cgroups(proc_cgroup if proc_cgroup is not None else _read("/proc/self/cgroup"))
         root = mounted_at(entries, CGROUP_ROOT)
         if root is not None and root.fstype == "cgroup2":

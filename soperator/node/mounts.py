@@ -9,6 +9,7 @@ jail volume itself is shared by every node.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 
@@ -59,12 +60,40 @@ class MountError(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class Mount:
+    root: str  # the directory of the file system mounted there: for a cgroup, the cgroup it shows
+    point: str
+    fstype: str
+    read_only: bool
+    super_options: tuple[str, ...]
+
+
+def _unescape(path: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
+
+
+def parse_mountinfo(mountinfo: str) -> list[Mount]:
+    """/proc/self/mountinfo's entries, in order. Fields: ID, parent, dev, root, mount point, mount
+    options, optional fields, '-', type, source, super options."""
+    found = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) < 10 or "-" not in fields[6:]:
+            continue
+        sep = fields.index("-", 6)
+        found.append(Mount(_unescape(fields[3]), _unescape(fields[4]), fields[sep + 1], "ro" in fields[5].split(","),
+                           tuple(fields[sep + 3].split(",")) if len(fields) > sep + 3 else ()))
+    return found
+
+
 def mount_points() -> set[str]:
     with open("/proc/self/mountinfo") as fh:
-        return {line.split()[4].replace("\\040", " ") for line in fh}
+        return {m.point for m in parse_mountinfo(fh.read())}
 
 
-def _mount(*args: str) -> None:
+def run_mount(*args: str) -> None:
     proc = subprocess.run(["mount", *args], capture_output=True, text=True)
     if proc.returncode != 0:
         raise MountError(f"mount {' '.join(args)}: {proc.stderr.strip()}")
@@ -86,9 +115,9 @@ def bind(source: str, target: str, *, is_dir: bool = True, recursive: bool = Fal
     if target in mount_points():
         return False
     _ensure_target(target, is_dir)
-    _mount("--rbind" if recursive else "--bind", source, target)
+    run_mount("--rbind" if recursive else "--bind", source, target)
     if read_only:
-        _mount("-o", "remount,bind,ro", target)
+        run_mount("-o", "remount,bind,ro", target)
     return True
 
 
@@ -99,7 +128,7 @@ def mount_private_proc(jail: str) -> bool:
     if target in mount_points():
         return False
     os.makedirs(target, exist_ok=True)
-    _mount("-t", "proc", "-o", "nosuid,nodev,noexec,hidepid=2", "proc", target)
+    run_mount("-t", "proc", "-o", "nosuid,nodev,noexec,hidepid=2", "proc", target)
     return True
 
 
@@ -110,7 +139,7 @@ def harden_jail(jail: str) -> list[str]:
     done = []
     for point in sorted(mount_points()):
         if point == jail or point.startswith(jail + "/"):
-            _mount("-o", "remount,bind,nosuid,nodev", point)
+            run_mount("-o", "remount,bind,nosuid,nodev", point)
             done.append(point)
     return done
 

@@ -6,6 +6,7 @@ from soperator.kube import Kube
 from soperator.node.layout import HOLD_ANNOTATION, JOB_NAME_LABEL, OVERWRITE_ANNOTATION
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.observe import Snapshot
+from soperator.reconcile.pod_status import last_termination
 from soperator.render.populate_jail import populate_jail_job, populate_jail_job_name
 
 
@@ -19,7 +20,7 @@ def job_condition(job: dict, kind: str) -> dict | None:
 def _pod_reason(kube: Kube, cluster: SlurmCluster, job_name: str) -> str:
     for pod in kube.list("v1", "Pod", cluster.namespace, f"{JOB_NAME_LABEL}={job_name}"):
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
-            term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated")
+            term = last_termination(cs)
             if term:
                 return f"pod {pod['metadata']['name']}: {term.get('reason')} (exit {term.get('exitCode')}) " \
                        f"{term.get('message') or ''}".strip()

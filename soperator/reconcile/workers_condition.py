@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from soperator.node.layout import CGROUPS_UNAVAILABLE
 from soperator.reconcile.conditions import Cond
+from soperator.reconcile.pod_status import last_termination
 
 
 # Named in the condition, at most; the rest counted (the status is one object).
@@ -19,8 +20,7 @@ def cgroup_refusals(pods: list[dict]) -> list[str]:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             if cs.get("ready"):
                 continue
-            term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get("terminated") or {}
-            message = term.get("message") or ""
+            message = last_termination(cs).get("message") or ""
             if CGROUPS_UNAVAILABLE in message:
                 found.append(f"{pod['metadata']['name']}: {message.split(CGROUPS_UNAVAILABLE, 1)[1].strip()[:512]}")
     return found

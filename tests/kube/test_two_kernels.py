@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 IMAGES = ("controller", "worker", "login", "populate-jail", "operator", "database")
 NAME = "two"
 HOST_WORKER, VM_WORKER = f"{NAME}-worker-0", f"{NAME}-emulated-0"
-# The CR's own Slurm defaults, over the quick start's portable ones.
+# The CR's own Slurm defaults (the quick start's too), named here so that the test holds them.
 CR_DEFAULTS = {"proctrackType": "proctrack/cgroup", "taskPlugin": "task/cgroup,task/affinity"}
 # A harmless device as the test gres's file: a job that was not given the gres cannot open it.
 TEST_GRES = {"gres": ["testdev:1"], "gresFiles": {"testdev": "/dev/full"}}

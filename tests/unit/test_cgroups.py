@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from soperator.node.cgroups import (CGROUP_ROOT, CgroupError, missing_controllers, mounted_at, mounts, own_cgroups,
+from soperator.node.mounts import parse_mountinfo
+from soperator.node.cgroups import (CGROUP_ROOT, CgroupError, missing_controllers, mounted_at, own_cgroups,
                                     prepare_slurm_cgroups, v1_hierarchies)
 
 V2 = """\
@@ -32,19 +33,19 @@ V1_OWN = """6:cpuset:/kubepods/pod1/c1
 
 
 def test_v2_root_is_seen_read_only_with_its_super_options():
-    root = mounted_at(mounts(V2), CGROUP_ROOT)
+    root = mounted_at(parse_mountinfo(V2), CGROUP_ROOT)
     assert root.fstype == "cgroup2" and root.read_only and root.root == "/"
     assert "nsdelegate" in root.super_options
 
 
 def test_the_last_mount_at_a_point_is_the_one_seen():
     over = V2 + "1490 1481 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime - cgroup2 cgroup rw\n"
-    root = mounted_at(mounts(over), CGROUP_ROOT)
+    root = mounted_at(parse_mountinfo(over), CGROUP_ROOT)
     assert not root.read_only and root.super_options == ("rw",)
 
 
 def test_v1_hierarchies_by_controller_with_cpu_and_cpuacct_sharing_a_mount():
-    entries = mounts(V1)
+    entries = parse_mountinfo(V1)
     assert mounted_at(entries, CGROUP_ROOT).fstype == "tmpfs"
     found = v1_hierarchies(entries)
     assert {c: m.point for c, m in found.items()} == {
@@ -52,7 +53,7 @@ def test_v1_hierarchies_by_controller_with_cpu_and_cpuacct_sharing_a_mount():
         "memory": f"{CGROUP_ROOT}/memory", "freezer": f"{CGROUP_ROOT}/freezer",
         "devices": f"{CGROUP_ROOT}/devices", "cpuset": f"{CGROUP_ROOT}/cpuset"}
     assert all(m.read_only for m in found.values())
-    assert v1_hierarchies(mounts(V2)) == {}
+    assert v1_hierarchies(parse_mountinfo(V2)) == {}
 
 
 def test_missing_v2_controllers_are_named():
@@ -61,14 +62,14 @@ def test_missing_v2_controllers_are_named():
 
 
 def test_octal_escapes_and_non_controller_options():
-    entry = mounts("7 1 0:9 /a\\040b /x\\011y rw - cgroup cgroup rw,xattr,name=x,memory\n")[0]
+    entry = parse_mountinfo("7 1 0:9 /a\\040b /x\\011y rw - cgroup cgroup rw,xattr,name=x,memory\n")[0]
     assert (entry.root, entry.point) == ("/a b", "/x\ty")
-    at_root = mounts("7 1 0:9 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,xattr,clone_children,memory\n")
+    at_root = parse_mountinfo("7 1 0:9 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,xattr,clone_children,memory\n")
     assert list(v1_hierarchies(at_root)) == ["memory"]
 
 
 def test_lines_of_other_shapes_are_skipped():
-    assert mounts("garbage\n\n12 1 0:1 / /x rw - \n") == []
+    assert parse_mountinfo("garbage\n\n12 1 0:1 / /x rw - \n") == []
 
 
 def test_own_cgroups_by_controller():
