@@ -1,6 +1,7 @@
 """The desired state of one Slurm cluster: the `spec` of a SlurmCluster."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Literal, Optional
 
@@ -11,7 +12,7 @@ from soperator.api.common import (ApiModel, AtField, ComponentBase, ResourceMap,
 from soperator.api import releases
 from soperator.api.containers import Pyxis
 from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, AnnotationMap, Cidr, DnsLabel, ImageRef, LabelMap,
-                                  PositiveQuantity, Registry, SecretName, SshPublicKey, quantity_value)
+                                  PositiveQuantity, Quantity, Registry, SecretName, SshPublicKey, quantity_value)
 from soperator.api.grammar import GRES_NAME_PATTERN, GresDeviceFiles, GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath, overlap_rule, overlapping
 from soperator.api.slurm_config import CgroupConfig, HealthCheck, Partition, PlugStack, SlurmConfig
@@ -100,6 +101,50 @@ class LoginService(ApiModel):
         return self
 
 
+def _zero_or_at_least(field: str, least: str, least_int: int) -> str:
+    """CEL: an int-or-string quantity that is 0 or at least `least` (the CRD's copy of _zero_or_at_least)."""
+    return (f"!has(self.{field}) || (type(self.{field}) == int ? (self.{field} == 0 || self.{field} >= {least_int}) : "
+            f"(quantity(self.{field}).compareTo(quantity('0')) == 0 || quantity(self.{field}).compareTo(quantity('{least}')) >= 0))")
+
+
+# A session needs sshd's processes and a shell; the kernel's smallest CFS quota is 1 ms per 100 ms.
+MIN_SESSION_MEMORY, MIN_SESSION_CPU = "64Mi", "10m"
+
+
+class SessionLimits(ApiModel):
+    """What all of one ssh user's sessions on a login node may use together: one cgroup per user and
+    login node, the kernel's OOM killer within it. Root is not limited. "0" leaves that limit out."""
+
+    model_config = ConfigDict(json_schema_extra=cel(
+        {"rule": _zero_or_at_least("memory", MIN_SESSION_MEMORY, 64 * 2**20), "fieldPath": ".memory",
+         "message": f"memory: 0 (no limit) or at least {MIN_SESSION_MEMORY}"},
+        {"rule": _zero_or_at_least("cpu", MIN_SESSION_CPU, 1), "fieldPath": ".cpu",
+         "message": f"cpu: 0 (no limit) or at least {MIN_SESSION_CPU}"}))
+
+    memory: Quantity = Field(default="4Gi", description="memory of one user's sessions together; 0: none")
+    cpu: Quantity = Field(default="2", description="CPUs of one user's sessions together (500m: half a CPU); 0: none")
+
+    @field_validator("memory", "cpu")
+    @classmethod
+    def _none_or_enough(cls, value: str, info: ValidationInfo) -> str:
+        least = MIN_SESSION_MEMORY if info.field_name == "memory" else MIN_SESSION_CPU
+        if value and 0 < quantity_value(value) < quantity_value(least):
+            raise ValueError(f"{info.field_name}: 0 (no limit) or at least {least}, not {value}")
+        return value
+
+    @property
+    def memory_bytes(self) -> int:
+        return math.ceil(quantity_value(self.memory))
+
+    @property
+    def cpu_milli(self) -> int:
+        return math.ceil(quantity_value(self.cpu) * 1000)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.memory_bytes or self.cpu_milli)
+
+
 class LoginSpec(ComponentBase):
     resources: LoginResources = Field(default_factory=LoginResources)
     replicas: int = Field(default=1, ge=0, le=64)
@@ -111,6 +156,7 @@ class LoginSpec(ComponentBase):
         default_factory=list, max_length=256,
         description="the only keys root may log in with; none (the default): root cannot log in by ssh")
     allow_forwarding: bool = Field(default=False, description="allow ssh TCP and agent forwarding")
+    session_limits: SessionLimits = Field(default_factory=SessionLimits)
 
 
 class JailVolume(ApiModel):

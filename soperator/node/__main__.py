@@ -1,4 +1,5 @@
-"""Node container entrypoint: `python3 -m soperator_node [controller|worker|login|hold-nodes|release-nodes]`.
+"""Node container entrypoint: `python3 -m soperator_node [controller|worker|login|hold-nodes|release-nodes]`,
+and the images' helpers (health-check, session-limits).
 
 The role defaults to $SOPERATOR_COMPONENT, which the rendered pod spec sets.
 """
@@ -8,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from . import health_check
+from . import health_check, session_limits
 from .layout import ENV, PATHS
 from .roles import JAIL, ONE_SHOT, ROLES, NodeError
 from .supervise import Supervisor, log
@@ -27,6 +28,8 @@ def main(argv: list[str]) -> int:
     role = argv[0] if argv else os.environ.get(ENV.component, "")
     if role == "health-check":  # slurmd's HealthCheckProgram: exec'd in the jail, supervises nothing
         return health_check.run(JAIL, PATHS.jail_lib)
+    if role == "session-limits":  # pam_exec's, in sshd's session setup on login nodes
+        return session_limits.main(argv[1:])
     if role not in ROLES and role not in ONE_SHOT:
         log(f"unknown role {role!r}; expected one of {', '.join(sorted([*ROLES, *ONE_SHOT]))}")
         return 2

@@ -77,7 +77,7 @@ def missing_controllers(available: str) -> list[str]:
     return [c for c in V2_CONTROLLERS if c not in have]
 
 
-def _read(path: str) -> str:
+def read(path: str) -> str:
     with open(path, encoding="utf-8") as fh:
         return fh.read()
 
@@ -89,17 +89,17 @@ def _run_mount(node: str, what: str, *args: str) -> None:
         raise CgroupError(f"node {node}: cannot make {what} ({exc})") from exc
 
 
-def _writable(node: str, point: str) -> None:
-    _run_mount(node, f"{point} writable for Slurm's cgroup plugin", "-o", "remount,bind,rw", point)
-
-
-def _prepare_v2(node: str, root: Mount, own: dict[str, str]) -> str:
+def check_own_v2(node: str, root: Mount, own: dict[str, str]) -> None:
+    """The container must be in a cgroup namespace of its own, rooted where its cgroup2 mount is."""
     if own.get("") != "/" or root.root != "/":
         raise CgroupError(f"node {node}: the container is not in a cgroup namespace of its own (it is in "
                           f"{own.get('', '?')}, its {CGROUP_ROOT} shows {root.root}): Slurm would build on the "
                           "node's cgroups")
-    if root.read_only:
-        _writable(node, CGROUP_ROOT)
+
+
+def _prepare_v2(node: str, root: Mount, own: dict[str, str]) -> str:
+    check_own_v2(node, root, own)
+    make_writable(node, [root], [CGROUP_ROOT], "Slurm's cgroup plugin")
     # A cgroup made and removed: what Slurm does next, proven before it starts.
     probe = f"{CGROUP_ROOT}/soperator-probe"
     try:
@@ -108,7 +108,7 @@ def _prepare_v2(node: str, root: Mount, own: dict[str, str]) -> str:
     except OSError as exc:
         raise CgroupError(f"node {node}: cannot make a cgroup under the container's own ({exc.strerror}): it is "
                           "not delegated to the container (cgroup/v2)") from exc
-    missing = missing_controllers(_read(f"{CGROUP_ROOT}/cgroup.controllers"))
+    missing = missing_controllers(read(f"{CGROUP_ROOT}/cgroup.controllers"))
     if missing:
         raise CgroupError(f"node {node}: the container's cgroup lacks the controllers {', '.join(missing)} "
                           "that cgroup/v2's ConstrainCores and ConstrainRAMSpace need")
@@ -118,21 +118,31 @@ def _prepare_v2(node: str, root: Mount, own: dict[str, str]) -> str:
                                     "not in its jobs, could write the pod's own limits)"))
 
 
-def _prepare_v1(node: str, entries: list[Mount], root: Mount, own: dict[str, str]) -> str:
+def own_v1_hierarchies(node: str, entries: list[Mount], own: dict[str, str], controllers: tuple[str, ...],
+                       user: str = "Slurm's cgroup/v1 plugin") -> dict[str, Mount]:
+    """The v1 hierarchies of `controllers`, each rooted at the container's own cgroup."""
     hierarchies = v1_hierarchies(entries)
-    missing = [c for c in V1_CONTROLLERS if c not in hierarchies]
+    missing = [c for c in controllers if c not in hierarchies]
     if missing:
-        raise CgroupError(f"node {node}: cgroup v1 without the hierarchies {', '.join(missing)} that Slurm's "
-                          "cgroup/v1 plugin needs")
-    foreign = [c for c in V1_CONTROLLERS if hierarchies[c].root != own.get(c)]
+        raise CgroupError(f"node {node}: cgroup v1 without the hierarchies {', '.join(missing)} that {user} needs")
+    foreign = [c for c in controllers if hierarchies[c].root != own.get(c)]
     if foreign:
         raise CgroupError(f"node {node}: {CGROUP_ROOT}/{foreign[0]} shows {hierarchies[foreign[0]].root}, not the "
-                          f"container's own cgroup {own.get(foreign[0], '?')}: Slurm would build on the node's")
-    if root.read_only:
-        _writable(node, CGROUP_ROOT)
-    for point in sorted({hierarchies[c].point for c in V1_CONTROLLERS}):
+                          f"container's own cgroup {own.get(foreign[0], '?')}: {user} would build on the node's")
+    return hierarchies
+
+
+def make_writable(node: str, entries: list[Mount], points: list[str], user: str) -> None:
+    """Bind-remount each of `points` read-write (this container's mounts only)."""
+    for point in points:
         if mounted_at(entries, point).read_only:
-            _writable(node, point)
+            _run_mount(node, f"{point} writable for {user}", "-o", "remount,bind,rw", point)
+
+
+def _prepare_v1(node: str, entries: list[Mount], root: Mount, own: dict[str, str]) -> str:
+    hierarchies = own_v1_hierarchies(node, entries, own, V1_CONTROLLERS)
+    make_writable(node, entries, [CGROUP_ROOT, *sorted({hierarchies[c].point for c in V1_CONTROLLERS})],
+                  "Slurm's cgroup plugin")
     if mounted_at(entries, V1_AUTODETECT) is None:
         os.makedirs(V1_AUTODETECT, exist_ok=True)
         _run_mount(node, f"{V1_AUTODETECT} for CgroupPlugin=autodetect", "--bind", hierarchies["freezer"].point,
@@ -147,8 +157,8 @@ def prepare_slurm_cgroups(node: str, mountinfo: str | None = None, proc_cgroup: 
     """Make this container's cgroups writable for slurmd; raises CgroupError naming the node and what
     it lacks. Returns what was done, for the log."""
     try:
-        entries = parse_mountinfo(mountinfo if mountinfo is not None else _read("/proc/self/mountinfo"))
-        own = own_cgroups(proc_cgroup if proc_cgroup is not None else _read("/proc/self/cgroup"))
+        entries = parse_mountinfo(mountinfo if mountinfo is not None else read("/proc/self/mountinfo"))
+        own = own_cgroups(proc_cgroup if proc_cgroup is not None else read("/proc/self/cgroup"))
         root = mounted_at(entries, CGROUP_ROOT)
         if root is not None and root.fstype == "cgroup2":
             return _prepare_v2(node, root, own)

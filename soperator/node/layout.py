@@ -89,8 +89,8 @@ class PORTS:
     database = 3306  # MariaDB's (and MySQL's) own default, also an external database's default
 
 
-# How a worker that cannot ready its cgroups for Slurm begins its termination message: the operator
-# turns such messages into the WorkersReady condition's reason (reconcile/workers_condition.py).
+# How a worker or login node that cannot ready its cgroups begins its termination message: the operator
+# turns such messages into the WorkersReady or LoginReady condition's reason (reconcile/ready_condition.py).
 CGROUPS_UNAVAILABLE = "cgroups unavailable: "
 
 
@@ -110,6 +110,8 @@ class ENV:
     enroot_conf = "SOPERATOR_ENROOT_CONF"
     allow_user_namespaces = "SOPERATOR_ALLOW_USER_NAMESPACES"
     max_user_processes = "SOPERATOR_MAX_USER_PROCESSES"
+    # "true" when spec.login.sessionLimits sets a limit: the login node readies a cgroup per user.
+    session_limits = "SOPERATOR_SESSION_LIMITS"
     populate_overwrite = "SOPERATOR_POPULATE_OVERWRITE"
     populate_keep = "SOPERATOR_POPULATE_KEEP"
     db_name = "SOPERATOR_DB_NAME"
@@ -123,6 +125,7 @@ JWT_KEY_FILE = "jwt_hs256.key"
 DB_PASSWORD_FILE = "password"
 SLURMDBD_CONF_FILE = "slurmdbd.conf"
 SSHD_CONFIG_FILE = "sshd_config"
+PAM_SSHD_FILE = "pam_sshd"
 ROOT_KEYS_FILE = "root_authorized_keys"
 # One Secret file pair each (ssh_host_<type>_key, .pub); sshd_config names them in this order.
 SSH_HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
@@ -173,6 +176,9 @@ class PATHS:
     sshd_config_dir = "/etc/ssh/soperator"
     sshd_config = f"{sshd_config_dir}/{SSHD_CONFIG_FILE}"
     root_keys_given = f"{sshd_config_dir}/{ROOT_KEYS_FILE}"
+    # sshd's PAM service (pam_sshd.j2), installed over the image's Debian stack at start.
+    pam_sshd_given = f"{sshd_config_dir}/{PAM_SSHD_FILE}"
+    pam_sshd = "/etc/pam.d/sshd"
     # Root's keys are copied here: kubelet makes a ConfigMap volume's directory world-writable
     # (0777), and sshd's StrictModes refuses keys under it.
     root_authorized_keys = f"/run/soperator/{ROOT_KEYS_FILE}"
@@ -185,6 +191,10 @@ class PATHS:
     jail_lib = f"{lib_dir}/libsoperator_jail.so"
     chroot_plugin = f"{lib_dir}/spank_chroot.so"
     health_check = "/opt/soperator/bin/health-check"
+    # pam_exec's program on login nodes: puts a session into its user's cgroup (session_limits.py).
+    session_limits = "/opt/soperator/bin/session-limits"
+    # What it refused, and why: copied into the pod's log (sshd's own stderr is closed to it).
+    session_limits_log = "/run/soperator/session-limits.log"
     health_check_program = "/run/soperator/health-check-program"
     # Read by the chroot plugin before a step enters the jail (jail.h: SOPERATOR_NODE_USERNS_MARK).
     userns_mark = "/run/soperator/allow-user-namespaces"

@@ -10,7 +10,7 @@ import socket
 import subprocess
 import time
 
-from . import layout
+from . import layout, session_limits
 from .associations import AssociationSync
 from .cgroups import CgroupError, prepare_slurm_cgroups
 from .cluster_id import take_cluster_id_from_database
@@ -132,6 +132,26 @@ def limit_user_processes() -> None:
     if limit > 0:
         resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
         log(f"login sessions: at most {limit} processes per user")
+
+
+def install_pam_service() -> None:
+    """sshd's PAM stack from the ConfigMap (pam_sshd.j2) over the image's Debian one."""
+    if not os.path.exists(PATHS.pam_sshd_given):
+        raise NodeError(f"sshd's PAM service not mounted at {PATHS.pam_sshd_given}")
+    shutil.copyfile(PATHS.pam_sshd_given, PATHS.pam_sshd + ".new")
+    os.chmod(PATHS.pam_sshd + ".new", 0o644)
+    os.replace(PATHS.pam_sshd + ".new", PATHS.pam_sshd)
+
+
+def ready_session_cgroups() -> None:
+    """One cgroup per ssh user (spec.login.sessionLimits). After the jail's bind of /sys: the jail keeps
+    a read-only view, so no session can leave its cgroup or raise its limits."""
+    if os.environ.get(ENV.session_limits) != "true":
+        return
+    try:
+        log(f"login sessions' limits: {session_limits.ready(os.environ.get(ENV.node_name, '?'))}")
+    except CgroupError as exc:
+        raise NodeError(f"{CGROUPS_UNAVAILABLE}{exc}") from exc
 
 
 def worker(sup: Supervisor) -> None:
@@ -257,8 +277,12 @@ def login(sup: Supervisor) -> None:
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
     mount_private_proc(JAIL)
     mask_session_proc()  # also over one already there: another read-only layer changes nothing
+    ready_session_cgroups()
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     install_root_keys()
+    install_pam_service()
+    if os.environ.get(ENV.session_limits) == "true":
+        sup.follow("session-limits", PATHS.session_limits_log)
     limit_user_processes()
     restrict_sessions()
     sup.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", PATHS.sshd_config])

@@ -22,7 +22,7 @@ from soperator.reconcile.conditions import Cond
 from soperator.reconcile.config_nudge import nudge_controller
 from soperator.reconcile.accounting import ensure_accounting
 from soperator.reconcile.apply import ensure
-from soperator.reconcile.workers_condition import workers_condition
+from soperator.reconcile.ready_condition import ready_condition
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
 from soperator.reconcile import observe
@@ -146,9 +146,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         c = counts[component]
         ready = c["ready"] >= c["desired"]
         all_ready &= ready
-        conds.append(workers_condition(c["ready"], c["desired"], snap.worker_pods) if component == WORKER else
-                     Cond(f"{label}Ready", ready, "AllReady" if ready else "NotReady",
-                          f"{c['ready']}/{c['desired']} ready"))
+        conds.append(ready_condition(label, c["ready"], c["desired"], snap.pods_of(component)))
     node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plan.scale, pods, waited)
     conds += [seen.condition, scaled, updated, maintenance] + ([accounting] if accounting else [])
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")

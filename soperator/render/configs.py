@@ -12,7 +12,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.api.slurm_config import uses_cgroups
 from soperator.api.spec import NodeSetSpec
 from soperator.node.layout import (CONTROLLER, LOGIN, NAMES, PATHS, PORTS, ROOT_KEYS_FILE, SLURM_CONFIGS, SLURMDBD,
-                                   SSH_HOST_KEY_TYPES, SSHD_CONFIG_FILE)
+                                   SSH_HOST_KEY_TYPES, SSHD_CONFIG_FILE, PAM_SSHD_FILE)
 from soperator.render.common import Obj, content_hash, metadata, object_name
 
 SLURM_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf", "gres.conf")
@@ -136,7 +136,8 @@ def slurmdbd_conf(cluster: SlurmCluster, dbd_host: str, storage: Storage) -> str
 
 def sshd_files(cluster: SlurmCluster) -> dict[str, str]:
     keys = "".join(f"{k}\n" for k in cluster.spec.login.root_ssh_public_keys)
-    return {SSHD_CONFIG_FILE: _render("sshd_config", cluster), ROOT_KEYS_FILE: keys}
+    return {SSHD_CONFIG_FILE: _render("sshd_config", cluster), ROOT_KEYS_FILE: keys,
+            PAM_SSHD_FILE: _render("pam_sshd", cluster)}
 
 
 def slurm_configs_name(cluster: SlurmCluster) -> str:

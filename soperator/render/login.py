@@ -22,7 +22,9 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
                 {"name": ENV.allow_user_namespaces,
                  "value": "true" if spec.plug_stack.allow_user_namespaces else "false"},
                 {"name": ENV.max_user_processes, "value": str(spec.login.max_user_processes)},
-                {"name": ENV.conf_server, "value": conf_server(cluster)}],
+                {"name": ENV.session_limits, "value": "true" if spec.login.session_limits.enabled else "false"},
+                {"name": ENV.conf_server, "value": conf_server(cluster)},
+                {"name": ENV.node_name, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "ports": [{"name": "ssh", "containerPort": PORTS.ssh, "protocol": "TCP"}],
         "securityContext": node_security_context(LOGIN_CAPABILITIES),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster) + [

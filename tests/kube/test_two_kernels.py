@@ -7,7 +7,8 @@ one jail both nodes mount.
 The cluster runs the CR's Slurm defaults (proctrack/cgroup, task/cgroup,task/affinity, ConstrainCores,
 ConstrainRAMSpace, ConstrainDevices) on unprivileged workers, and jobs are confined on both kernels:
 over its memory a job ends OUT_OF_MEMORY while its neighbour runs on, a task runs on its allocated
-CPUs only, and a job opens a gres's device file only when it was given that gres."""
+CPUs only, and a job opens a gres's device file only when it was given that gres. A login node's
+per-user cgroup tree works on cgroup v2 too (last: it adds a cgroup tree to the VM worker's)."""
 from __future__ import annotations
 
 import json
@@ -169,3 +170,42 @@ def test_root_in_a_job_cannot_raise_its_memory_limit(cluster, worker):
     out = login.run(f"srun -w {worker} --mem=100M sh -c '[ -f {limit} ] && echo present; "
                     f"(echo 999999999999 > {limit}) 2>&1; true'")
     assert out.startswith("present\n") and "Read-only file system" in out, out
+
+
+# The login node's per-user cgroup tree (soperator/node/session_limits.py) in the VM worker's container:
+# two processes confined as two users' sessions are, one of them a hog. Prints what it saw, as JSON.
+SESSIONS_PROBE = """
+import json, os, subprocess
+from soperator_node import session_limits as limits
+limits.hand_down_v2()
+hog = subprocess.Popen(["sh", "-c", "read go; head -c 400M /dev/zero | tail"], stdin=subprocess.PIPE)
+neighbour = subprocess.Popen(["sleep", "300"])
+limits.confine(hog.pid, 2011, 256 * 2**20, 500)
+limits.confine(neighbour.pid, 2012, 256 * 2**20, 500)
+read = lambda path: open(path).read().strip()
+seen = {"hog": read(f"/proc/{hog.pid}/cgroup"), "neighbour": read(f"/proc/{neighbour.pid}/cgroup"),
+        "memory.max": read("/sys/fs/cgroup/users/2011/memory.max"), "cpu.max": read("/sys/fs/cgroup/users/2011/cpu.max")}
+hog.communicate(b"go\\n")
+events = dict(line.split() for line in read("/sys/fs/cgroup/users/2011/memory.events").splitlines())
+seen.update(hog_status=hog.returncode, oom_kills=int(events["oom_kill"]), neighbour_running=neighbour.poll() is None)
+neighbour.kill()
+neighbour.wait()
+for uid in (2011, 2012):
+    os.rmdir(f"/sys/fs/cgroup/users/{uid}")
+print(json.dumps(seen))
+"""
+
+
+def test_a_login_users_cgroup_on_cgroup_v2_holds_the_users_hog_alone(cluster, kubectl, namespace):
+    """What a login node does for each ssh user (spec.login.sessionLimits), on the kernel that mounts
+    cgroup v2: in the VM worker's container (unprivileged, in a cgroup namespace of its own, as a login
+    container is), the container's cgroup hands memory and cpu down to `users`, each user's process
+    joins `users/<uid>` with the limits, and a hog over 256Mi is killed there by the kernel while the
+    other user's process runs on. The whole ssh path (PAM, sshd, the jail's read-only view) is tested
+    on the host's cgroup v1 in tests/kube/test_user_path.py."""
+    out = kubectl("-n", namespace, "exec", VM_WORKER, "--", "python3", "-c", SESSIONS_PROBE).stdout
+    seen = json.loads(out.splitlines()[-1])
+    assert seen["hog"] == "0::/users/2011" and seen["neighbour"] == "0::/users/2012", seen
+    assert seen["memory.max"] == str(256 * 2**20) and seen["cpu.max"] == "50000 100000", seen
+    assert seen["hog_status"] == 137 and seen["oom_kills"] >= 1, seen
+    assert seen["neighbour_running"], seen

@@ -32,7 +32,7 @@ from tests.kube.test_operator import scrape
 from tests.support.enroot_host import bookworm_image, import_podman_image
 from tests.support.job_reason import waits_for_nodes
 from tests.support.quickstart_run import quickstart_up
-from tests.support.ssh_session import Login, run
+from tests.support.ssh_session import Login, connect, run
 from tests.support.wait import until
 from tests.support_paths import ROOT
 
@@ -79,7 +79,10 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
     adopt_crd(kubectl, "soperator", namespace)
     key_file = tmp_path / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
-    quickstart = quickstart_up(local_cluster, tools, namespace, NAME, key_file, "--timeout", "600")
+    values = tmp_path / "values.json"
+    values.write_text(json.dumps({"spec": {"login": {"sessionLimits": SESSION_LIMITS}}}))
+    quickstart = quickstart_up(local_cluster, tools, namespace, NAME, key_file, "--timeout", "600",
+                               "--values", str(values))
     state = kubectl("-n", namespace, "get", "slurmcluster,pods,jobs,statefulsets,pvc", "-o", "wide").stdout
     assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
     # The script's own first job ran in the jail, through ssh to the NodePort.
@@ -115,6 +118,8 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
             assert root == login_root != image_root  # the step's root is the jail, not the worker image's
             assert release.startswith("soperator jail")
         assert (jail / "root" / "userpath" / f"{NAME}-worker-1").exists()  # on the node's volume
+        _each_users_sessions_share_one_limited_cgroup(kubectl, namespace, login, service["spec"]["ports"][0]["nodePort"],
+                                                      tmp_path)
 
         # A second node set with its own partition; the first one's pods stay as they are.
         first = _pod_uids(kubectl, namespace)
@@ -185,6 +190,77 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
     assert json.loads(kubectl("-n", namespace, "get", "pvc", f"{NAME}-jail", "-o", "json").stdout)["status"][
         "phase"] == "Bound"
     assert (jail / "root" / "userpath" / "big.out").read_text().strip() == f"{NAME}-big-0"
+
+
+# Each ssh user's sessions together (spec.login.sessionLimits): small enough for a hog to meet quickly.
+SESSION_LIMITS = {"memory": "256Mi", "cpu": "500m"}
+SESSION_USERS = {"lena": 2011, "omar": 2012, "pia": 2013}
+# Where cpu and cpuacct share a hierarchy, the runtime links cpu to it.
+USERS_CPU_QUOTA = "/sys/fs/cgroup/cpu/users/cpu.cfs_quota_us"
+
+
+def _each_users_sessions_share_one_limited_cgroup(kubectl, namespace: str, login: Login, port: int,
+                                                  workdir) -> None:
+    """Users ssh in with their own keys (from their homes in the jail). A login that cannot be
+    confined is refused. Every session of a user is in that user's cgroup on the login node (two
+    connections, one cgroup), with the spec's limits; a busy loop is throttled there; no session can
+    leave it; a memory hog is killed by the kernel in it while the other user's session, with a
+    command running, lives on. Root is not limited."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(workdir / "users_key")], check=True)
+    public = (workdir / "users_key.pub").read_text().strip()
+    for user, uid in SESSION_USERS.items():
+        # Written as the user: root's session has no CAP_FOWNER for a file of theirs.
+        login.run(f"useradd -m -u {uid} -s /bin/bash {user} && runuser -u {user} -- sh -c "
+                  f"'umask 077 && mkdir -p ~/.ssh && echo \"{public}\" > ~/.ssh/authorized_keys'")
+    key = paramiko.Ed25519Key.from_private_key_file(str(workdir / "users_key"))
+    # cgroup v1 refuses a child more CPU quota than its parent: with `users` held to 1 ms, pia's cgroup
+    # cannot take the spec's 50 ms, and her login is refused rather than let in unconfined.
+    pod = f"{NAME}-login-0"
+    kubectl("-n", namespace, "exec", pod, "--", "sh", "-c", f"echo 1000 > {USERS_CPU_QUOTA}")
+    try:
+        with pytest.raises(paramiko.AuthenticationException):
+            connect(NODE_IP, port, "pia", key).close()
+    finally:
+        kubectl("-n", namespace, "exec", pod, "--", "sh", "-c", f"echo -1 > {USERS_CPU_QUOTA}")
+    said = [line for line in kubectl("-n", namespace, "logs", pod).stdout.splitlines()
+            if any(word in line for word in ("pia", "PAM", "pam", "session-limits"))]
+    assert any("session-limits: pia's login refused: cannot confine it" in line for line in said), said
+    lena, lena_again, omar = (connect(NODE_IP, port, user, key) for user in ("lena", "lena", "omar"))
+    try:
+        running = omar.get_transport().open_session()
+        running.exec_command("echo started; sleep 600")
+        assert running.makefile().readline().strip() == "started"
+
+        def cgroups(client) -> dict[str, str]:
+            code, out, err = run(client, "cat /proc/self/cgroup")
+            assert code == 0, err
+            return {controller: path for _, controllers, path in (line.split(":", 2) for line in out.splitlines())
+                    for controller in controllers.split(",")}
+        mine = cgroups(lena)
+        for controller in ("memory", "cpu"):
+            assert mine[controller].endswith("/users/2011"), mine
+        assert cgroups(lena_again) == mine and cgroups(omar)["memory"].endswith("/users/2012")
+        assert "/users/" not in login.run("cat /proc/self/cgroup")  # root's session
+        limits = run(lena, "cat /sys/fs/cgroup/memory/users/2011/memory.limit_in_bytes "
+                           "/sys/fs/cgroup/cpu/users/2011/cpu.cfs_quota_us")
+        assert limits[:2] == (0, f"{256 * 2**20}\n50000\n"), limits
+        run(lena, "timeout 3 sh -c 'while :; do :; done'")
+        throttled = run(lena, "grep nr_throttled /sys/fs/cgroup/cpu/users/2011/cpu.stat")[1].split()
+        assert int(throttled[1]) > 0, throttled
+        code, _, err = run(lena, "echo $$ > /sys/fs/cgroup/memory/cgroup.procs")
+        assert code != 0 and "Read-only file system" in err, err
+
+        code, _, err = run(lena, "head -c 600M /dev/zero | tail")
+        assert code == 137, (code, err)  # SIGKILL, from the OOM killer in lena's cgroup
+        oom = run(lena, "cat /sys/fs/cgroup/memory/users/2011/memory.oom_control "
+                        "/sys/fs/cgroup/memory/users/2011/memory.failcnt")[1]
+        assert int(dict(line.split() for line in oom.splitlines()[:-1])["oom_kill"]) >= 1, oom
+        assert not running.exit_status_ready()  # omar's command runs on
+        assert run(omar, "echo alive")[:2] == (0, "alive\n")
+        assert run(lena, "echo still-here")[:2] == (0, "still-here\n")  # only the hog went
+    finally:
+        for client in (lena, lena_again, omar):
+            client.close()
 
 
 # sinfo's compact states (%t) as the operator names them (pod condition reasons).

@@ -398,6 +398,14 @@ def test_login_and_controller_have_default_ceilings_and_sessions_a_process_limit
     assert controller["resources"]["limits"] == {"memory": "4Gi"}
     assert login["resources"] == {"limits": {"memory": "8Gi"}, "requests": {"cpu": "500m", "memory": "1Gi"}}
     assert {"name": "SOPERATOR_MAX_USER_PROCESSES", "value": "4096"} in login["env"]
+    # Each ssh user's sessions get a cgroup with the default limits (4Gi, 2 CPUs: pam_sshd): the login
+    # node readies one, and names its Kubernetes node when it cannot.
+    assert {"name": "SOPERATOR_SESSION_LIMITS", "value": "true"} in login["env"]
+    assert {"name": "SOPERATOR_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}} in login["env"]
+    unlimited = make_cluster(login={"sessionLimits": {"memory": 0, "cpu": "0"}})
+    login = next(o for o in render_all(unlimited, None) if o["metadata"]["name"] == "demo-login" and
+                 o["kind"] == "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "SOPERATOR_SESSION_LIMITS", "value": "false"} in login["env"]
     # Setting one side keeps the other's default, as the CRD's structural defaulting does.
     custom = make_cluster(login={"resources": {"limits": {"memory": "16Gi"}}})
     assert custom.spec.login.resources.requests == {"cpu": "500m", "memory": "1Gi"}

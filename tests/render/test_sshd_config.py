@@ -48,9 +48,29 @@ def _lines(**login) -> list[str]:
 
 def test_password_and_interactive_logins_are_off():
     lines = _lines()
-    for required in ("PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
+    for required in ("PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM yes",
                      "ChrootDirectory /mnt/jail", "MaxAuthTries 3", "LogLevel VERBOSE"):
         assert required in lines
+
+
+def _pam(**login) -> list[str]:
+    return [ln.split() for ln in sshd_files(make_cluster(login=login))["pam_sshd"].splitlines()
+            if ln.strip() and not ln.startswith("#")]
+
+
+def test_pam_authenticates_nobody_and_puts_each_login_into_its_users_cgroup():
+    """PAM never accepts a password (keys are sshd's), and every login goes through session-limits with
+    the spec's limits in bytes and thousandths of a CPU, in the account step, whose refusal refuses it."""
+    pam = _pam(sessionLimits={"memory": "512Mi", "cpu": "1500m"})
+    assert ["auth", "required", "pam_deny.so"] in pam and ["password", "required", "pam_deny.so"] in pam
+    assert [ln for ln in pam if ln[0] == "auth"] == [["auth", "required", "pam_deny.so"]]
+    assert ["account", "required", "pam_unix.so"] in pam
+    assert ["account", "required", "pam_exec.so", "type=account", "/opt/soperator/bin/session-limits",
+            "--memory", str(512 * 2**20), "--cpu", "1500"] in pam
+    assert ["--memory", str(4 * 2**30), "--cpu", "2000"] == _pam()[-2][-4:]  # the defaults: 4Gi, 2 CPUs
+    assert ["--memory", "0", "--cpu", "250"] == _pam(sessionLimits={"memory": 0, "cpu": "250m"})[-2][-4:]
+    unlimited = _pam(sessionLimits={"memory": "0", "cpu": 0})
+    assert not any("pam_exec.so" in ln for ln in unlimited) and ["session", "required", "pam_permit.so"] in unlimited
 
 
 def test_root_cannot_log_in_unless_the_spec_names_its_keys(keys):

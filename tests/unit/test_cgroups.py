@@ -109,16 +109,25 @@ def _pod(name: str, message: str | None, last: bool = True) -> dict:
 
 def test_workers_ready_names_each_worker_whose_node_cannot_give_slurm_its_cgroups():
     from soperator.node.layout import CGROUPS_UNAVAILABLE
-    from soperator.reconcile.workers_condition import workers_condition
+    from soperator.reconcile.ready_condition import ready_condition
     refused = f"{CGROUPS_UNAVAILABLE}node k1: the container's cgroup lacks the controllers cpuset"
-    cond = workers_condition(1, 3, [_pod("c-cpu-0", None), _pod("c-cpu-1", refused),
-                                    _pod("c-cpu-2", "something else", last=False)])
+    cond = ready_condition("Workers", 1, 3, [_pod("c-cpu-0", None), _pod("c-cpu-1", refused),
+                                             _pod("c-cpu-2", "something else", last=False)])
     assert (cond.ok, cond.reason) == (False, "CgroupsUnavailable")
     assert cond.message == "1/3 ready; c-cpu-1: node k1: the container's cgroup lacks the controllers cpuset"
-    assert workers_condition(1, 3, [_pod("c-cpu-2", "something else")]).reason == "NotReady"
-    assert workers_condition(3, 3, []).reason == "AllReady"
+    assert ready_condition("Workers", 1, 3, [_pod("c-cpu-2", "something else")]).reason == "NotReady"
+    assert ready_condition("Workers", 3, 3, []).reason == "AllReady"
     recovered = _pod("c-cpu-1", refused)
     recovered["status"]["containerStatuses"][0]["ready"] = True
-    assert workers_condition(2, 3, [recovered]).reason == "NotReady"
-    many = workers_condition(0, 5, [_pod(f"c-cpu-{i}", refused) for i in range(5)])
+    assert ready_condition("Workers", 2, 3, [recovered]).reason == "NotReady"
+    many = ready_condition("Workers", 0, 5, [_pod(f"c-cpu-{i}", refused) for i in range(5)])
     assert many.message.count("c-cpu-") == 3 and many.message.endswith("; and 2 more")
+
+
+def test_login_ready_names_a_login_node_that_cannot_ready_its_users_cgroups():
+    from soperator.node.layout import CGROUPS_UNAVAILABLE
+    from soperator.reconcile.ready_condition import ready_condition
+    refused = f"{CGROUPS_UNAVAILABLE}node k1: the login container's cgroup lacks the controllers cpu"
+    cond = ready_condition("Login", 0, 1, [_pod("c-login-0", refused)])
+    assert (cond.type, cond.ok, cond.reason) == ("LoginReady", False, "CgroupsUnavailable")
+    assert cond.message == "0/1 ready; c-login-0: node k1: the login container's cgroup lacks the controllers cpu"

@@ -1,6 +1,7 @@
-"""Why workers do not start when their node cannot give Slurm's cgroup plugins what they need: the
-worker says so in its termination message (soperator/node/cgroups.py), which names the node and the
-plugin; the WorkersReady condition carries it, so `kubectl get slurmcluster` shows the cause."""
+"""Why workers or login nodes do not start when their node cannot give them the cgroups they need
+(Slurm's cgroup plugins, login sessions' limits): the container says so in its termination message
+(soperator/node/cgroups.py, session_limits.py), which names the node and what it lacks; the
+WorkersReady or LoginReady condition carries it, so `kubectl get slurmcluster` shows the cause."""
 from __future__ import annotations
 
 from soperator.node.layout import CGROUPS_UNAVAILABLE
@@ -13,7 +14,7 @@ SHOWN = 3
 
 
 def cgroup_refusals(pods: list[dict]) -> list[str]:
-    """'<pod>: <what its node lacks>' for each worker pod whose container last stopped for that and is
+    """'<pod>: <what its node lacks>' for each pod whose container last stopped for that and is
     not running ready since."""
     found = []
     for pod in pods:
@@ -26,12 +27,14 @@ def cgroup_refusals(pods: list[dict]) -> list[str]:
     return found
 
 
-def workers_condition(ready: int, desired: int, pods: list[dict]) -> Cond:
+def ready_condition(label: str, ready: int, desired: int, pods: list[dict]) -> Cond:
+    """`<label>Ready` for a component's pods."""
+    kind = f"{label}Ready"
     if ready >= desired:
-        return Cond("WorkersReady", True, "AllReady", f"{ready}/{desired} ready")
+        return Cond(kind, True, "AllReady", f"{ready}/{desired} ready")
     refusals = cgroup_refusals(pods)
     if refusals:
         more = f"; and {len(refusals) - SHOWN} more" if len(refusals) > SHOWN else ""
-        return Cond("WorkersReady", False, "CgroupsUnavailable",
+        return Cond(kind, False, "CgroupsUnavailable",
                     f"{ready}/{desired} ready; " + "; ".join(refusals[:SHOWN]) + more)
-    return Cond("WorkersReady", False, "NotReady", f"{ready}/{desired} ready")
+    return Cond(kind, False, "NotReady", f"{ready}/{desired} ready")
