@@ -22,6 +22,16 @@ static int starts_with(const char *text, const char *prefix)
     return strncmp(text, prefix, strlen(prefix)) == 0;
 }
 
+/* The directory a job directory option names (job_tmp=/DIR, job_shm=/DIR); NULL for any other argument. */
+static const char *dir_option(const char *arg)
+{
+    static const char *const prefixes[] = {SOPERATOR_OPT_JOB_TMP, SOPERATOR_OPT_JOB_SHM};
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+        if (starts_with(arg, prefixes[i]))
+            return arg + strlen(prefixes[i]);
+    return NULL;
+}
+
 int soperator_decide(int remote, uint32_t step_id, int argc, const char *const *argv, char *err,
                      size_t errlen)
 {
@@ -32,10 +42,9 @@ int soperator_decide(int remote, uint32_t step_id, int argc, const char *const *
         return SOPERATOR_REFUSE;
     }
     for (int i = 1; i < argc; i++) {
-        const char *dir = starts_with(argv[i], SOPERATOR_OPT_JOB_TMP) ? argv[i] + strlen(SOPERATOR_OPT_JOB_TMP)
-                          : starts_with(argv[i], SOPERATOR_OPT_JOB_SHM) ? argv[i] + strlen(SOPERATOR_OPT_JOB_SHM)
-                                                                        : NULL;
-        if (dir != NULL ? dir[0] != '/' : strcmp(argv[i], SOPERATOR_OPT_ALLOW_USERNS) != 0) {
+        const char *dir = dir_option(argv[i]);
+        int known = dir != NULL ? dir[0] == '/' : strcmp(argv[i], SOPERATOR_OPT_ALLOW_USERNS) == 0;
+        if (!known) {
             soperator_fail(err, errlen, "after the jail path only '" SOPERATOR_OPT_ALLOW_USERNS "', '"
                            SOPERATOR_OPT_JOB_TMP "/DIR' and '" SOPERATOR_OPT_JOB_SHM "/DIR' may follow, not '%s'",
                            argv[i]);

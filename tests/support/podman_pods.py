@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +141,8 @@ def downward(source: dict, name: str) -> str:
         return name
     if field == "metadata.uid":
         return str(uuid.uuid4())
+    if field == "spec.nodeName":  # every container runs on this host
+        return socket.gethostname()
     raise ValueError(f"no stand-in for the downward API's {field}")
 
 
