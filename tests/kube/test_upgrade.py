@@ -29,6 +29,20 @@ def kube(api) -> Kube:
     return Kube(api)
 
 
+@pytest.fixture(autouse=True)
+def no_kubelet_runs_the_pods(kubectl):
+    """Every node cordoned for the test, so the pods stay unscheduled and the statuses the test writes
+    stand. With the real node up (an earlier module started it), its kubelet took the pods, failed to
+    pull their absent images and set Ready back to False under the test (seen in a CI run)."""
+    nodes = json.loads(kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    cordoned = [n["metadata"]["name"] for n in nodes if not n["spec"].get("unschedulable")]
+    for name in cordoned:
+        kubectl("cordon", name)
+    yield
+    for name in cordoned:
+        kubectl("uncordon", name)
+
+
 def _sts(kube: Kube, namespace: str, name: str) -> dict:
     return kube.get("apps/v1", "StatefulSet", namespace, name)
 

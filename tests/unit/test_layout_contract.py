@@ -142,6 +142,7 @@ _C_DEFINES = [("spank_chroot/jail.h", "SOPERATOR_NODE_USERNS_MARK", layout.PATHS
               ("spank_chroot/user_dirs.h", "SOPERATOR_NODE_USER_DIRS", layout.PATHS.user_dirs_file)]
 _CONTAINERFILES = [
     ("images/common/Containerfile", rf"> {re.escape(layout.PATHS.health_check)}\b"),
+    ("images/common/Containerfile", rf"> {re.escape(layout.PATHS.session_limits)}\b"),
     ("images/common/Containerfile", rf"spank_chroot\.so {re.escape(layout.PATHS.chroot_plugin)}$"),
     ("images/common/Containerfile", rf"libsoperator_jail\.so {re.escape(layout.PATHS.jail_lib)}$"),
     ("images/populate_jail/Containerfile", rf"COPY --from=rootfs / {re.escape(layout.PATHS.jail_source)}$"),
