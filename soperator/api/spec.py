@@ -102,7 +102,7 @@ class LoginService(ApiModel):
 
 
 def _zero_or_at_least(field: str, least: str, least_int: int) -> str:
-    """CEL: an int-or-string quantity that is 0 or at least `least` (the CRD's copy of _zero_or_at_least)."""
+    """CEL: an int-or-string quantity that is 0 or at least `least` (the CRD's copy of SessionLimits._none_or_enough)."""
     return (f"!has(self.{field}) || (type(self.{field}) == int ? (self.{field} == 0 || self.{field} >= {least_int}) : "
             f"(quantity(self.{field}).compareTo(quantity('0')) == 0 || quantity(self.{field}).compareTo(quantity('{least}')) >= 0))")
 
