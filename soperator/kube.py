@@ -10,7 +10,7 @@ import datetime
 
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
+from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
 
 FIELD_MANAGER = "soperator"
 _READS = ("get", "list")
@@ -60,6 +60,15 @@ class Kube:
         self._count("list", kind)
         res = self._res(api_version, kind).get(namespace=namespace, label_selector=label_selector)
         return res.to_dict().get("items") or []
+
+    def nodes(self) -> dict[str, dict] | str:
+        """The Kubernetes nodes by name, or why they cannot be read (the chart's ClusterRole left out)."""
+        self._count("list", "Node")
+        try:
+            items = self._res("v1", "Node").get().to_dict().get("items") or []
+        except ForbiddenError as exc:
+            return f"not allowed to list nodes: {exc.summary()}"
+        return {n["metadata"]["name"]: n for n in items}
 
     def list_all(self, api_version: str, kind: str, namespaces: list[str]) -> list[dict]:
         """Every object of a kind in these namespaces, or cluster-wide when none are given."""

@@ -235,6 +235,33 @@ class DrainTimeout(ApiModel):
         "Warn: keep waiting, with condition reason DrainTimedOut and a Warning event")
 
 
+# slurm.conf's keys that elastic node sets rest on (render/configs.py): Slurm resumes their nodes for
+# jobs, and only the operator powers one down.
+POWER_SAVING_KEYS = ("ResumeProgram", "SuspendProgram", "SuspendTime", "SuspendTimeout", "SuspendExcNodes",
+                     "SuspendExcParts", "SuspendExcStates")
+
+
+class Autoscale(ApiModel):
+    """Sizing by demand: Slurm knows `max` nodes of the node set, powered down until a job needs them
+    (its power saving); the operator runs the pods of the nodes Slurm powers up, and releases a node
+    idle for `idleSeconds` through the drain-first scale-in, down to `min`."""
+
+    model_config = ConfigDict(json_schema_extra=cel(("!has(self.min) || self.min <= self.max", "min: more than max")))
+
+    min: int = Field(default=0, ge=0, le=65536, description="workers always running (0: none while no job needs one)")
+    max: int = Field(ge=1, le=65536, description="the most workers the node set may have: Slurm's records of it")
+    idle_seconds: int = Field(default=600, ge=10, le=31_536_000, description="how long a worker runs no job "
+                              "before it is released (counted from its last job's end, or its start). How long "
+                              "a started worker may take to register is slurmConfig.resumeTimeout (Slurm holds it "
+                              "per cluster): then Slurm marks it down and requeues its jobs")
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> "Autoscale":
+        if self.min > self.max:
+            raise AtField(("min",), f"{self.min} is more than max ({self.max})")
+        return self
+
+
 class NodeSetSpec(ComponentBase):
     """A group of workers with the same hardware: its own StatefulSet, and a Slurm NodeSet and
     feature both named after it, which partitions span."""
@@ -248,10 +275,16 @@ class NodeSetSpec(ComponentBase):
          "localVolume.mountPath overlaps one of the node set's subMounts"),
         ("!has(self.gresFiles) || self.gresFiles.all(k, has(self.gres) && "
          "self.gres.exists(g, g.substring(0, g.lastIndexOf(':')) == k))",
-         "gresFiles: every key must be one of gres's entries without its count (name or name:type)")))
+         "gresFiles: every key must be one of gres's entries without its count (name or name:type)"),
+        ("!has(self.autoscale) || !has(self.replicas) || (self.replicas <= self.autoscale.max && "
+         "self.replicas >= (has(self.autoscale.min) ? self.autoscale.min : 0))",
+         "replicas: outside autoscale's min and max (autoscale sizes the node set; leave replicas out)")))
 
     name: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
-    replicas: int = Field(default=2, ge=0, le=65536)
+    # Not filled in by the apiserver (no schema default): an autoscaling node set leaves it out, and a
+    # defaulted 2 would contradict its range (found on the real apiserver).
+    replicas: int = Field(default=2, ge=0, le=65536, json_schema_extra=lambda schema: schema.pop("default", None),
+                          description="the workers of a fixed-size node set (default 2); leave it out with autoscale")
     image: Optional[ImageRef] = Field(default=None, description="default: images.worker")
     cpus: int = Field(default=1, ge=1, le=16384)
     real_memory_mib: int = Field(default=1024, ge=1, le=MAX_SAFE_INTEGER, description="RealMemory of each node, in MiB "
@@ -285,6 +318,20 @@ class NodeSetSpec(ComponentBase):
     drain_timeout: Optional[DrainTimeout] = Field(
         default=None, description="absent: a scale-in or an update waits for running jobs with no deadline")
     pyxis: Pyxis = Field(default_factory=Pyxis, description="container jobs (srun/sbatch --container-image)")
+    autoscale: Optional[Autoscale] = Field(
+        default=None, description="size the node set by demand (Slurm's power saving) instead of replicas")
+
+    @model_validator(mode="after")
+    def _replicas_within_autoscale(self) -> "NodeSetSpec":
+        scale = self.autoscale
+        if scale and "replicas" in self.model_fields_set and not scale.min <= self.replicas <= scale.max:
+            raise AtField(("replicas",), f"{self.replicas} is outside autoscale's min {scale.min} and max "
+                                         f"{scale.max} (autoscale sizes the node set; leave replicas out)")
+        return self
+
+    def most_workers(self) -> int:
+        """The workers it may have at once: its Slurm node records when it autoscales."""
+        return self.autoscale.max if self.autoscale else self.replicas
 
     @field_validator("name")
     @classmethod
@@ -452,9 +499,14 @@ class SlurmClusterSpec(ApiModel):
     maintenance: bool = Field(default=False, description="maintenance for every node set at once")
 
     model_config = ConfigDict(json_schema_extra=cel(
-        ("!has(self.nodeSets) || self.nodeSets.map(n, has(n.replicas) ? n.replicas : 2).sum() <= "
+        ("!has(self.nodeSets) || !self.nodeSets.exists(n, has(n.autoscale)) || !has(self.slurmConfig) || "
+         "!has(self.slurmConfig.extra) || self.slurmConfig.extra.all(k, !(k.lowerAscii() in "
+         f"{sorted(k.lower() for k in POWER_SAVING_KEYS)}))",
+         "slurmConfig.extra: power saving's keys are soperator's while a node set autoscales"),
+        ("!has(self.nodeSets) || self.nodeSets.map(n, has(n.autoscale) ? n.autoscale.max : "
+         "(has(n.replicas) ? n.replicas : 2)).sum() <= "
          "(has(self.slurmConfig) && has(self.slurmConfig.maxNodeCount) ? self.slurmConfig.maxNodeCount : 1024)",
-         "nodeSets: more replicas in all than slurmConfig.maxNodeCount"),
+         "nodeSets: more workers in all (replicas, or autoscale.max) than slurmConfig.maxNodeCount"),
         ("!has(self.partitions) || self.partitions.all(p, !has(p.nodeSets) || p.nodeSets.all(s, "
          "has(self.nodeSets) ? self.nodeSets.exists(n, n.name == s) : s == 'worker'))",
          "partitions: nodeSets must name node sets of spec.nodeSets"),
@@ -503,6 +555,15 @@ class SlurmClusterSpec(ApiModel):
         return self
 
     @model_validator(mode="after")
+    def _power_saving_ours(self) -> "SlurmClusterSpec":
+        if any(n.autoscale for n in self.node_sets):
+            for key in self.slurm_config.extra:
+                if key.lower() in {k.lower() for k in POWER_SAVING_KEYS}:
+                    raise AtField(("slurmConfig", "extra", key), "power saving's, which soperator sets while a "
+                                  "node set autoscales (spec.nodeSets[].autoscale)")
+        return self
+
+    @model_validator(mode="after")
     def _room_for_placeholders(self) -> "SlurmClusterSpec":
         room = MAX_SLURM_NODES - len(self.node_sets)
         if self.slurm_config.max_node_count > room:
@@ -513,10 +574,15 @@ class SlurmClusterSpec(ApiModel):
 
     @model_validator(mode="after")
     def _workers_fit_and_partitions_have_nodes(self) -> "SlurmClusterSpec":
-        total = sum(n.replicas for n in self.node_sets)
-        if total > self.slurm_config.max_node_count:
-            raise AtField(("nodeSets",), f"{total} replicas in all is more than slurmConfig.maxNodeCount "
-                                         f"({self.slurm_config.max_node_count})")
+        most = self.slurm_config.max_node_count
+        for i, node_set in enumerate(self.node_sets):
+            if node_set.autoscale and node_set.autoscale.max > most:
+                raise AtField(("nodeSets", i, "autoscale", "max"), f"{node_set.autoscale.max} is more than "
+                                                                   f"slurmConfig.maxNodeCount ({most})")
+        total = sum(n.most_workers() for n in self.node_sets)
+        if total > most:
+            raise AtField(("nodeSets",), f"{total} workers in all (replicas, or autoscale.max) is more than "
+                                         f"slurmConfig.maxNodeCount ({most})")
         names = [n.name for n in self.node_sets]
         for i, partition in enumerate(self.partitions):
             for j, name in enumerate(partition.node_sets):

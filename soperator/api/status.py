@@ -46,11 +46,24 @@ class ScaleInStatus(ApiModel):
     message: str = ""
 
 
+class AutoscaleStatus(ApiModel):
+    """An autoscaling node set: what demand asks for, and why."""
+
+    replicas: int = Field(description="the workers demand asks for now (desired follows, drain-first when lower)")
+    message: str = ""
+    powering_up: list[str] = Field(default_factory=list, description="nodes Slurm powered up for jobs, waiting "
+                                                                      "for their pods")
+    idle_since: dict[str, str] = Field(default_factory=dict, description="running workers with no job, since when "
+                                                                         "(released after autoscale.idleSeconds)")
+    powered_down: int = Field(default=0, description="Slurm records of the node set powered down: room to grow")
+
+
 class NodeSetStatus(ApiModel):
     name: str
     desired: int = 0
     ready: int = 0
     scale_in: Optional[ScaleInStatus] = None
+    autoscale: Optional[AutoscaleStatus] = None
     slurm: Optional[SlurmNodeCounts] = Field(default=None, description="absent until Slurm was first reached")
 
 

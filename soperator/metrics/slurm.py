@@ -4,7 +4,7 @@ its jobs, nodes, partitions and scheduler sets, as Slurm names them) and what on
 Slurm's series are passed on as slurmctld gives them, with the SlurmCluster's namespace and name added
 to every sample. The operator adds `slurm_up` and the nodes counted by node set and state
 (`soperator_node_set_nodes`: node sets are soperator's; sinfo's states, FUTURE records as
-notRegistered, the node sets' placeholders left out), from the REST node list it keeps (a quiet
+notRegistered, the node sets' placeholders and autoscaling node sets' powered-down records left out), from the REST node list it keeps (a quiet
 cluster's list costs no body). A scrape is that list and one GET per metric set, however many nodes
 and jobs there are. A cluster whose Slurm cannot be read gives `slurm_up 0` and nothing else: never
 zeros that look like an empty cluster.
@@ -43,7 +43,7 @@ def _node_set(node: SlurmNode, node_sets: tuple[str, ...]) -> str:
 
 def node_set_family(t: Target, nodes: list[SlurmNode]) -> GaugeMetricFamily:
     """The nodes by node set and sinfo state; pure."""
-    nodes = [n for n in nodes if n.name not in t.placeholders]
+    nodes = [n for n in nodes if n.name not in t.placeholders and n.power() != "POWERED_DOWN"]
     by_state = Counter((_node_set(n, t.node_sets), n.category()) for n in nodes)
     family = GaugeMetricFamily("soperator_node_set_nodes", "Slurm nodes by node set and state, as sinfo counts them",
                                labels=[*_LABELS, "node_set", "state"])

@@ -14,12 +14,14 @@ from typing import Iterable
 SCALE_IN = "soperator: scale-in"
 UPDATE = "soperator: update"
 MAINTENANCE = "soperator: maintenance"
+# A Kubernetes node cordoned, not ready or gone (reconcile/kube_nodes.py): "<prefix> <node> cordoned".
+KUBE_NODE = "soperator: kubernetes node"
 # The node code's: the populate Job's hold while it overwrites the jail (hold.py), and a worker
 # container that started again after its jobs died with the previous one (fresh_boot.py).
 POPULATE_HOLD = "soperator:populate-jail-overwrite"
 CONTAINER_RESTARTED = "soperator:container-restarted: its jobs died with the previous container"
 
-ALL = (SCALE_IN, UPDATE, MAINTENANCE, POPULATE_HOLD, CONTAINER_RESTARTED)
+ALL = (SCALE_IN, UPDATE, MAINTENANCE, KUBE_NODE, POPULATE_HOLD, CONTAINER_RESTARTED)
 
 
 def owned(flags: Iterable[str], reason: str, own: str) -> bool:

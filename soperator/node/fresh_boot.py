@@ -42,7 +42,9 @@ class Record:
 
     @property
     def busy(self) -> bool:
-        return bool(BUSY & set(self.state))
+        """Holding jobs of a previous container. A CLOUD node powering up holds the jobs it was powered
+        up for, which wait for this container's slurmd."""
+        return bool(BUSY & set(self.state)) and "POWERING_UP" not in self.state
 
     @classmethod
     def parse(cls, data: dict, name: str) -> Record | None:

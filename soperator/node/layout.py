@@ -102,6 +102,8 @@ class ENV:
     jail_source = "SOPERATOR_JAIL_SOURCE"  # set by the populate-jail image itself
     conf_server = "SOPERATOR_CONF_SERVER"  # slurmctld's host:port, for configless slurmd and sackd
     slurmd_conf = "SOPERATOR_SLURMD_CONF"  # a dynamic node's --conf: its node set's resources
+    # "true" on an autoscaling node set: the node is a CLOUD record of slurm.conf, not a dynamic one.
+    cloud_node = "SOPERATOR_CLOUD_NODE"
     pod_uid = "SOPERATOR_POD_UID"  # tells a restarted container from a new pod (fresh_boot.py)
     health_check_program = "SOPERATOR_HEALTH_CHECK_PROGRAM"
     # "true" when slurm.conf names a plugin that works through cgroups: the worker readies its cgroups.

@@ -181,10 +181,16 @@ def worker(sup: Supervisor) -> None:
     instance = f"{os.environ.get(ENV.pod_uid, 'pod')}/{time.time_ns()}"
     log(take_over(name, instance, conf_server, START_WAIT, stop=lambda: sup.stopping))
     sup.follow("slurmd-log", PATHS.slurmd_log)
-    # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod. `-b`:
-    # its boot time is slurmd's start, this container's, not the host kernel's (kept across reconfigure).
-    sup.start("slurmd", ["slurmd", "-D", "-Z", "-b", "--instance-id", instance, "--conf-server", conf_server,
-                         "--conf", os.environ[ENV.slurmd_conf]],
+    # `-b`: its boot time is slurmd's start, this container's, not the host kernel's (kept across
+    # reconfigure); a powered-up CLOUD node's registration counts only after Slurm asked for it.
+    argv = ["slurmd", "-D", "-b", "--instance-id", instance, "--conf-server", conf_server]
+    if os.environ.get(ENV.cloud_node) == "true":
+        # A CLOUD record of slurm.conf, under the pod's name: it outlives the pod (the operator powers
+        # it down once the pod is gone), so there is nothing to forget.
+        sup.start("slurmd", argv + ["-N", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return
+    # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod.
+    sup.start("slurmd", argv + ["-Z", "--conf", os.environ[ENV.slurmd_conf]],
               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, after_stop=lambda: forget_node(name, instance))
 
 

@@ -10,6 +10,7 @@ An object already as desired is not written; a no-op reconcile makes no write ca
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from soperator.api import API_VERSION, KIND, SpecError, parse_cluster
@@ -22,11 +23,13 @@ from soperator.reconcile.conditions import Cond
 from soperator.reconcile.config_nudge import nudge_controller
 from soperator.reconcile.accounting import ensure_accounting
 from soperator.reconcile.apply import ensure
+from soperator.reconcile.autoscale import mode_changes
 from soperator.reconcile.ready_condition import ready_condition
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
 from soperator.reconcile import observe
-from soperator.reconcile.node_actions import act_on_maintenance, act_on_plans, act_on_rollouts, remove_node_sets
+from soperator.reconcile.node_actions import (act_on_kube_nodes, act_on_maintenance, act_on_plans, act_on_rollouts,
+                                              act_on_sizing, remove_node_sets)
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.plan import plan_node_sets
 from soperator.reconcile.upgrade import jail_release, observe_parts, part_cluster, plan_upgrade
@@ -110,6 +113,10 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     conds.append(upgrade.condition())
     if upgrade.refused:
         return Result("Error", conds, releases=upgrade.status())
+    switched = mode_changes(cluster.spec.node_sets, snap.node_set_stateful_sets())
+    if switched:
+        conds[0] = Cond("SpecValid", False, "NodeSetModeChange", "; ".join(switched) + "; nothing was changed")
+        return Result("Error", conds, releases=upgrade.status())
     parts = {part: part_cluster(cluster, upgrade, part) for part in ("accounting", "controller", "workers", "login")}
     secrets = ensure_secrets(kube, cluster)
     conds.append(secrets)
@@ -130,9 +137,12 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     rest = upgrade.rest_release()
     snap.slurm = seen = observe_slurm(kube, part_cluster(cluster, upgrade, "rest"), _ready(controller)["ready"] > 0,
                                       connect)
-    plan = plan_node_sets(snap)
+    plan = plan_node_sets(snap, time.time())
     scaled, waited = act_on_plans(cluster, seen, plan.scale)
     maintenance = act_on_maintenance(cluster, seen, plan.holds)
+    # Powered up before their pods start: a slurmd registering for a powered-down record could be set DOWN.
+    sized = act_on_sizing(seen, plan.sizing)
+    followed = act_on_kube_nodes(seen, plan.kube_nodes, snap.kube_nodes_unread)
     for obj in slurm_nodes(cluster, plan.replicas(), operator_namespace, parts):
         ensure(kube, snap, obj)
     remove_node_sets(kube, cluster, plan)
@@ -147,8 +157,8 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         ready = c["ready"] >= c["desired"]
         all_ready &= ready
         conds.append(ready_condition(label, c["ready"], c["desired"], snap.pods_of(component)))
-    node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plan.scale, pods, waited)
-    conds += [seen.condition, scaled, updated, maintenance] + ([accounting] if accounting else [])
+    node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plan.scale, pods, waited, plan.sizing)
+    conds += [seen.condition, scaled, updated, maintenance, followed] + [c for c in (sized, accounting) if c]
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
     metrics = metrics_client(seen.client, metrics_url(cluster)) if seen.client is not None and \

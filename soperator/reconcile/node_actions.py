@@ -5,12 +5,16 @@ pass: the next one starts again from what it observes."""
 from __future__ import annotations
 
 import time
+from functools import partial
+from typing import Callable
 
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
-from soperator.node.drains import MAINTENANCE, SCALE_IN, UPDATE, DrainSteps
+from soperator.node.drains import KUBE_NODE, MAINTENANCE, SCALE_IN, UPDATE, DrainSteps
 from soperator.reconcile.drain_timeout import Waited, plan_wait
+from soperator.reconcile.autoscale import Sizing
+from soperator.reconcile.kube_nodes import NodeOps
 from soperator.reconcile.maintenance import Hold
 from soperator.reconcile.plan import NodeSetPlan, in_maintenance
 from soperator.reconcile.rollout import Rollout
@@ -61,6 +65,54 @@ def _report(condition: str, waited: dict[str, Waited], waiting: list[str], reaso
         return Cond(condition, False, "DrainTimedOut", "drainTimeout reached, still waiting (action Warn) for: " +
                     "; ".join(f"{n}: {', '.join(nodes)}" for n, nodes in late.items()) + f"; {message}")
     return Cond(condition, False, reason, message)
+
+
+def _each(condition: str, what: str, calls: list[Callable[[], None]]) -> Cond | None:
+    """Make the Slurm calls in order; the first failure stops them and is the condition's."""
+    try:
+        for call in calls:
+            call()
+    except SlurmError as exc:
+        return Cond(condition, False, "SlurmError", f"{what} failed, retried next pass: {exc}")
+    return None
+
+
+def act_on_sizing(seen: Observation, sizing: dict[str, Sizing]) -> Cond | None:
+    """Power up the records of the pods an autoscaling node set starts, power down those of the pods it
+    released; Autoscaled (None: no node set autoscales)."""
+    if not sizing:
+        return None
+    failed = _each("Autoscaled", "a power up or down", [partial(seen.client.power_up, n) for p in sizing.values()
+                                                          for n in p.power_up] +
+                   [partial(seen.client.power_down, n) for p in sizing.values() for n in p.power_down])
+    if failed:
+        return failed
+    if seen.nodes is None:
+        return Cond("Autoscaled", None, "Paused", "Slurm's state is unknown: every autoscaling node set keeps its size")
+    waiting = [n for plan in sizing.values() for n in plan.waiting]
+    message = "; ".join(f"{name}: {plan.replicas} ({plan.reason})" for name, plan in sizing.items())
+    return Cond("Autoscaled", True, "Growing" if waiting else "Sized", message)
+
+
+def act_on_kube_nodes(seen: Observation, ops: NodeOps, unread: str) -> Cond:
+    """Drain, down and resume the Slurm nodes of workers on cordoned, not ready or gone Kubernetes
+    nodes; KubernetesNodes. `unread`: why the Kubernetes nodes could not be read."""
+    if unread:
+        return Cond("KubernetesNodes", None, "Unreadable", f"cordons and node failures are not followed: {unread}")
+    failed = _each("KubernetesNodes", "a drain, down or resume",
+                   [partial(seen.client.drain, n, r) for n, r in ops.drain.items()] +
+                   [partial(seen.client.down, n, r) for n, r in ops.down.items()] +
+                   [partial(seen.client.resume, n) for n in ops.resume])
+    if failed:
+        return failed
+    if seen.nodes is None:
+        return Cond("KubernetesNodes", None, "Paused", "Slurm's state is unknown")
+    held = {**{n.name: n.reason for n in seen.nodes.values() if n.reason.startswith(KUBE_NODE)
+               and n.name not in ops.resume}, **ops.drain, **ops.down}
+    if not held:
+        return Cond("KubernetesNodes", True, "Followed", "no worker is on a cordoned, not ready or gone Kubernetes node")
+    return Cond("KubernetesNodes", True, "Followed", "held in Slurm for their Kubernetes nodes: " + "; ".join(
+        f"{n} ({r.removeprefix(KUBE_NODE + ' ')})" for n, r in sorted(held.items())))
 
 
 def remove_node_sets(kube: Kube, cluster: SlurmCluster, plan: NodeSetPlan) -> None:

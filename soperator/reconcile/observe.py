@@ -42,6 +42,9 @@ class Snapshot:
     # Slurm's side, asked once the gates let the pass reach the nodes (core.converge).
     slurm: Observation = field(default_factory=lambda: Observation(None, Cond(
         "SlurmReachable", None, "NotConnected", "not asked yet")))
+    # The Kubernetes nodes the worker pods run on, by name (None: not readable, or no pod placed yet).
+    kube_nodes: dict[str, dict] | None = None
+    kube_nodes_unread: str = ""  # why kube_nodes is None, when it was asked
 
     def live(self, kind: str, name: str) -> dict | None:
         return self.children.get((kind, name))
@@ -73,4 +76,8 @@ def take(kube: Kube, cluster: SlurmCluster, body: dict) -> Snapshot:
     children = {(kind, obj["metadata"]["name"]): {"apiVersion": api_version, "kind": kind, **obj}
                 for api_version, kind in CHILD_KINDS
                 for obj in kube.list(api_version, kind, cluster.namespace, selector)}
-    return Snapshot(cluster, body, children, kube.list("v1", "Pod", cluster.namespace, selector))
+    snap = Snapshot(cluster, body, children, kube.list("v1", "Pod", cluster.namespace, selector))
+    if any((p.get("spec") or {}).get("nodeName") for p in snap.worker_pods):
+        nodes = kube.nodes()
+        snap.kube_nodes, snap.kube_nodes_unread = (None, nodes) if isinstance(nodes, str) else (nodes, "")
+    return snap

@@ -7,10 +7,12 @@ node sets no longer in the spec.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
+from soperator.reconcile.autoscale import Sizing, plan_autoscale
+from soperator.reconcile.kube_nodes import NodeOps, plan_kube_nodes
 from soperator.reconcile.maintenance import Hold, plan_maintenance
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.rollout import Rollout, plan_rollout
@@ -34,15 +36,17 @@ class NodeSetPlan:
     removals: dict[str, Removal]
     holds: dict[str, Hold]
     rollouts: dict[str, Rollout]
+    sizing: dict[str, Sizing] = field(default_factory=dict)  # the autoscaling node sets'
+    kube_nodes: NodeOps = field(default_factory=NodeOps)  # what Kubernetes node operations ask of Slurm
 
     def replicas(self) -> dict[str, int]:
         """What each node set's StatefulSet gets this pass (render's required argument)."""
         return {name: plan.replicas for name, plan in self.scale.items()}
 
 
-def desired_replicas(node_set: NodeSetSpec) -> int:
-    """The count a node set is driven to. The spec's today; elastic node sets will size it by demand."""
-    return node_set.replicas
+def desired_replicas(node_set: NodeSetSpec, sizing: dict[str, Sizing]) -> int:
+    """The count a node set is driven to: the spec's, or what demand asks of an autoscaling one."""
+    return sizing[node_set.name].replicas if node_set.name in sizing else node_set.replicas
 
 
 def in_maintenance(cluster: SlurmCluster, node_set: NodeSetSpec) -> bool:
@@ -53,12 +57,16 @@ def _replicas(sts: dict | None) -> int | None:
     return None if sts is None else (sts.get("spec") or {}).get("replicas", 0)
 
 
-def plan_node_sets(snap: Snapshot) -> NodeSetPlan:
+def plan_node_sets(snap: Snapshot, now: float) -> NodeSetPlan:
     cluster, nodes = snap.cluster, snap.slurm.nodes
     live = snap.node_set_stateful_sets()
     kept = {n.name for n in cluster.spec.node_sets}
     removed = {name: sts for name, sts in live.items() if name not in kept}
-    scale = {n.name: plan_replicas(node_set_stateful_set_name(cluster, n), desired_replicas(n),
+    sizing = {n.name: plan_autoscale(node_set_stateful_set_name(cluster, n), n.autoscale, _replicas(live.get(n.name)),
+                                     {p["metadata"]["name"] for p in snap.worker_pods if node_set_of(p) == n.name},
+                                     nodes, now, hold=in_maintenance(cluster, n))
+              for n in cluster.spec.node_sets if n.autoscale}
+    scale = {n.name: plan_replicas(node_set_stateful_set_name(cluster, n), desired_replicas(n, sizing),
                                    _replicas(live.get(n.name)), nodes) for n in cluster.spec.node_sets}
     scale.update({name: plan_replicas(sts["metadata"]["name"], 0, _replicas(sts), nodes)
                   for name, sts in removed.items()})
@@ -71,7 +79,12 @@ def plan_node_sets(snap: Snapshot) -> NodeSetPlan:
         plan = plan_rollout(revision, pods, scale[node_set.name].replicas, node_set.max_unavailable, nodes)
         # Maintenance holds the node set: no drain of the rollout's own until it is over.
         rollouts[node_set.name] = replace(plan, drain=[]) if in_maintenance(cluster, node_set) else plan
-    return NodeSetPlan(scale, {name: _removal(sts, scale[name]) for name, sts in removed.items()}, holds, rollouts)
+    # A node another step drains this pass keeps that step's reason: one owner per drain.
+    taken = {n for steps in (scale, holds, rollouts) for step in steps.values() for n in step.drain}
+    kube_nodes = plan_kube_nodes(snap.worker_pods, snap.kube_nodes, nodes)
+    kube_nodes = replace(kube_nodes, drain={n: r for n, r in kube_nodes.drain.items() if n not in taken})
+    return NodeSetPlan(scale, {name: _removal(sts, scale[name]) for name, sts in removed.items()}, holds, rollouts,
+                       sizing, kube_nodes)
 
 
 def _removal(sts: dict, plan: Plan) -> Removal:

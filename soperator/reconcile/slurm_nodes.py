@@ -13,6 +13,7 @@ from soperator.api.spec import NodeSetSpec
 from soperator.kube import Kube
 from soperator.node.layout import NODE_SET_LABEL
 from soperator.reconcile.conditions import Cond
+from soperator.reconcile.autoscale import Sizing
 from soperator.reconcile.scale_in import Plan
 from soperator.render.configs import placeholder_node_name
 from soperator.reconcile.drain_timeout import jobs_on
@@ -67,9 +68,11 @@ def workers_of(cluster: SlurmCluster, nodes: list[SlurmNode]) -> dict[str, Slurm
 
 
 def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], body: dict, seen: Observation,
-                 plans: dict[str, Plan], pods: list[dict], waited: dict | None = None) -> tuple[list[dict], dict | None]:
+                 plans: dict[str, Plan], pods: list[dict], waited: dict | None = None,
+                 sizing: dict[str, Sizing] | None = None) -> tuple[list[dict], dict | None]:
     """(status.nodeSets, status.slurmNodes); the worker pods' conditions written on the way. Slurm
-    unknown: the counts last seen stay. `waited`: per node set, the jobs its scale-in waits for."""
+    unknown: the counts last seen stay. `waited`: per node set, the jobs its scale-in waits for;
+    `sizing`: the autoscaling node sets' plans."""
     old = {s.get("name"): s.get("slurm") for s in (body.get("status") or {}).get("nodeSets") or []}
     if seen.nodes is not None:
         write_pod_conditions(kube, pods, seen.nodes)
@@ -82,10 +85,17 @@ def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], bod
             entry["scaleIn"] = {"replicas": node_set.replicas, "waitingFor": plan.busy, "message": plan.waiting}
             if node_set.name in (waited or {}):
                 entry["scaleIn"]["jobs"] = len(waited[node_set.name].jobs)
+        if node_set.name in (sizing or {}):
+            entry["autoscale"] = autoscale_status(sizing[node_set.name])
         node_sets.append({**entry, **({"slurm": slurm} if slurm else {})})
     known = [n["slurm"] for n in node_sets if "slurm" in n]
     totals = {k: sum(n[k] for n in known) for k in known[0]} if seen.nodes is not None and known else None
     return node_sets, totals
+
+
+def autoscale_status(sizing: Sizing) -> dict:
+    return {"replicas": sizing.replicas, "message": sizing.reason, "poweringUp": sizing.waiting,
+            "idleSince": {name: _time(since) for name, since in sizing.idle.items()}, "poweredDown": sizing.powered_down}
 
 
 def category(name: str, nodes: dict[str, SlurmNode]) -> NodeState:
@@ -94,9 +104,10 @@ def category(name: str, nodes: dict[str, SlurmNode]) -> NodeState:
 
 
 def node_set_counts(node_set: NodeSetSpec, pods: list[dict], nodes: dict[str, SlurmNode]) -> dict[str, int]:
-    """Each of the node set's workers once: its pods, and Slurm nodes of its NodeSet feature."""
+    """Each of the node set's workers once: its pods, and Slurm nodes of its NodeSet feature (an
+    autoscaling node set's powered-down records are room to grow, not workers: status' autoscale)."""
     names = {p["metadata"]["name"] for p in pods if node_set_of(p) == node_set.name}
-    names |= {n.name for n in nodes.values() if node_set.name in n.features}
+    names |= {n.name for n in nodes.values() if node_set.name in n.features and n.power() != "POWERED_DOWN"}
     counts = dict.fromkeys(NODE_STATES, 0)
     for name in names:
         counts[category(name, nodes)] += 1
@@ -140,4 +151,11 @@ def write_pod_conditions(kube: Kube, pods: list[dict], nodes: dict[str, SlurmNod
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _time(None)
+
+
+def _time(seconds: float | None) -> str:
+    """UTC, as Kubernetes writes times; None: now."""
+    at = datetime.datetime.now(datetime.timezone.utc) if seconds is None else \
+        datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -15,6 +15,13 @@ from soperator.node.layout import (CONTROLLER, LOGIN, NAMES, PATHS, PORTS, ROOT_
                                    SSH_HOST_KEY_TYPES, SSHD_CONFIG_FILE, PAM_SSHD_FILE)
 from soperator.render.common import Obj, content_hash, metadata, object_name
 
+# slurm.conf's power saving while a node set autoscales (templates/slurm.conf.j2). The programs do
+# nothing: the operator reads the nodes' power states through slurmrestd and runs the pods. SuspendTime
+# enables Slurm's resume of powered-down nodes for jobs, and is too long ever to pass (the largest
+# finite value), so Slurm powers nothing down by itself: the operator releases nodes from the
+# StatefulSet's top, where Slurm would pick any idle node.
+# SuspendTime: below NO_VAL (2**32 - 2) and INFINITE (2**32 - 1), which would disable it.
+POWER_SAVING = {"program": "/bin/true", "suspend_time": 2**32 - 3, "suspend_timeout": 10}
 SLURM_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf", "gres.conf")
 # In slurm.conf when it names slurmdbd (templates/slurm.conf.j2).
 ACCOUNTING_LINE = "AccountingStorageType=accounting_storage/slurmdbd"
@@ -68,6 +75,13 @@ def placeholder_node_name(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
     return f"{cluster.name}-{node_set.name}-future"
 
 
+def cloud_node_names(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
+    """An autoscaling node set's Slurm records, as a hostlist: its pods' names up to autoscale.max, the
+    StatefulSet's ordinals (render/worker.py names it alike)."""
+    prefix, last = object_name(cluster, node_set.name), node_set.autoscale.max - 1
+    return f"{prefix}-0" if last == 0 else f"{prefix}-[0-{last}]"
+
+
 def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:
     node_sets = cluster.spec.node_sets
     gres_types = sorted({g.split(":", 1)[0] for n in node_sets for g in node_gres(n)})
@@ -86,6 +100,8 @@ def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:
         "login": cluster.spec.login,
         "controller_host": controller_host(cluster), "gres_types": gres_types,
         "placeholders": {n.name: (placeholder_node_name(cluster, n), worker_node_conf(n)) for n in node_sets},
+        "cloud": {n.name: cloud_node_names(cluster, n) for n in node_sets if n.autoscale},
+        "power": POWER_SAVING,
         "accounting": cluster.spec.accounting.enabled and accounting_live,
         "slurmdbd_address": slurmdbd_address(cluster),
     }

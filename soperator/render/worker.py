@@ -105,6 +105,14 @@ def worker_security_context(cluster: SlurmCluster, node_set: NodeSetSpec) -> Obj
     return context
 
 
+def _slurm_node_env(node_set: NodeSetSpec) -> list[Obj]:
+    """A fixed-size node set's workers register as dynamic nodes with their resources; an autoscaling
+    one's are slurm.conf's CLOUD records (render/configs.py), which carry them."""
+    if node_set.autoscale:
+        return [{"name": ENV.cloud_node, "value": "true"}]
+    return [{"name": ENV.slurmd_conf, "value": worker_node_conf(node_set)}]
+
+
 def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: int) -> Obj:
     spec = cluster.spec
     local_mounts, claim_templates = _local_volume(node_set)
@@ -116,7 +124,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
         "env": [{"name": ENV.component, "value": WORKER},
                 {"name": ENV.jail, "value": PATHS.jail},
                 {"name": ENV.conf_server, "value": conf_server(cluster)},
-                {"name": ENV.slurmd_conf, "value": worker_node_conf(node_set)},
+                *_slurm_node_env(node_set),
                 # Part of the node's InstanceId in Slurm: which pod (and container) registered it.
                 {"name": ENV.pod_uid, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
                 *pyxis_env, *_health_check_env(cluster), *_cgroups_env(cluster)],

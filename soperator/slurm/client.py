@@ -148,9 +148,24 @@ class SlurmRestClient:
         """No new job lands on the node; running ones go on."""
         self._call("POST", f"/node/{quote(name)}", body={"state": ["DRAIN"], "reason": reason})
 
+    def down(self, name: str, reason: str) -> None:
+        """The node is gone: each job on it ends as a node failure, or is requeued where it may be."""
+        self._call("POST", f"/node/{quote(name)}", body={"state": ["DOWN"], "reason": reason})
+
     def resume(self, name: str) -> None:
         """Undo a drain (only ever one of the operator's own: the caller checks the reason)."""
         self._call("POST", f"/node/{quote(name)}", body={"state": ["RESUME"]})
+
+    def power_up(self, name: str) -> None:
+        """Power saving: a powered-down node the operator starts a pod for. Slurm then waits for its
+        slurmd (ResumeTimeout); a slurmd that registered while the node was powered down could be
+        marked DOWN as "unexpectedly rebooted"."""
+        self._call("POST", f"/node/{quote(name)}", body={"state": ["POWER_UP"]})
+
+    def power_down(self, name: str) -> None:
+        """Power saving: a released node, its pod gone, back to powered down (a job then resumes it).
+        Slurm clears any drain of it: the caller asks only for nodes no one else drained."""
+        self._call("POST", f"/node/{quote(name)}", body={"state": ["POWER_DOWN"]})
 
     def delete_node(self, name: str) -> None:
         """Forget a dynamic node's record; slurmctld refuses while a job runs there."""

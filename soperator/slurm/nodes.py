@@ -14,6 +14,11 @@ _BASE = {"IDLE": "idle", "ALLOCATED": "allocated", "MIXED": "mixed", "DOWN": "do
          "ERROR": "down"}
 
 
+# Power-saving flags, in the order a node's may be read: a request (POWER_UP, POWER_DOWN) first, the
+# state it moves from (POWERED_DOWN) last; Slurm clears each as it sets the next.
+POWER_FLAGS = ("POWER_UP", "POWERING_UP", "POWERING_DOWN", "POWER_DOWN", "POWERED_DOWN")
+
+
 class _Wire(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -31,12 +36,18 @@ class SlurmNode(_Wire):
     reason: str = ""
     reason_changed_at: int | None = Field(default=None, description="when the reason was set (UNIX time)")
     features: list[str] = Field(default_factory=list)
+    last_busy: int | None = Field(default=None, description="when it last ran a job, or registered (UNIX time); "
+                                  "None once powered down")
 
-    _reason_time = field_validator("reason_changed_at", mode="before")(lambda cls, v: _timestamp(v))
+    _reason_time = field_validator("reason_changed_at", "last_busy", mode="before")(lambda cls, v: _timestamp(v))
 
     @property
     def flags(self) -> list[str]:
         return self.state[1:]
+
+    def power(self) -> str | None:
+        """Where power saving has it (POWER_FLAGS); None for a node that is up (or never powered down)."""
+        return next((f for f in POWER_FLAGS if f in self.flags), None)
 
     def category(self) -> NodeState:
         """As sinfo counts it: a DRAIN flag makes an idle node drained and a busy one draining."""

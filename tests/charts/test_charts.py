@@ -125,11 +125,14 @@ def test_operator_rbac_is_namespaced_and_minimal(tools):
     docs = render(tools, "slurm-operator", "--set", "watchNamespaces={a,b}")
     kinds = sorted(d["kind"] for d in docs)
     assert kinds.count("Role") == 2
-    # Cluster-wide: only the two review APIs (create-only, they read nothing) and the /metrics reader.
+    # Cluster-wide: only the two review APIs (create-only, they read nothing), the /metrics reader, and
+    # reading nodes (to follow cordons), which a value leaves out.
     cluster_rules = sorted((tuple(r.get("resources", r.get("nonResourceURLs"))), tuple(r["verbs"]))
                            for d in docs if d["kind"] == "ClusterRole" for r in d["rules"])
-    assert cluster_rules == [(("/metrics",), ("get",)), (("subjectaccessreviews",), ("create",)),
-                             (("tokenreviews",), ("create",))]
+    assert cluster_rules == [(("/metrics",), ("get",)), (("nodes",), ("get", "list")),
+                             (("subjectaccessreviews",), ("create",)), (("tokenreviews",), ("create",))]
+    without = render(tools, "slurm-operator", "--set", "followKubernetesNodes=false")
+    assert not [r for d in without if d["kind"] == "ClusterRole" for r in d["rules"] if "nodes" in r.get("resources", [])]
     rules = [r for d in docs if d["kind"] == "Role" for r in d["rules"]]
     secrets = [r for r in rules if "secrets" in r["resources"]]
     assert {tuple(r["verbs"]) for r in secrets} == {("get", "create")}

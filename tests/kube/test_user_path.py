@@ -25,6 +25,7 @@ import pytest
 from images.build import build_all, image_ref
 from images.build import IMAGES as BUILD_ORDER
 from images.podman import PodmanError
+from soperator.node.drains import KUBE_NODE
 from soperator.render.seccomp_profile import profile_json, pyxis_worker_profile_path
 from tests.cluster.node import NODE_IP
 from tests.kube.conftest import adopt_crd
@@ -177,6 +178,8 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         _dead_workers_fail_their_jobs_and_come_back(kubectl, namespace, login, local_cluster.node)
         _accounting_records_jobs(kubectl, namespace, login, local_cluster, tools)
         _container_jobs_on_a_pyxis_node_set(kubectl, namespace, login, jail, tmp_path, local_cluster.node)
+        _elastic_node_set_grows_for_a_job_and_shrinks_back(kubectl, namespace, login)
+        _cordon_drains_the_workers_and_uncordon_resumes_them(kubectl, namespace, login)
     finally:
         login.close()
 
@@ -222,9 +225,14 @@ def _each_users_sessions_share_one_limited_cgroup(kubectl, namespace: str, login
             connect(NODE_IP, port, "pia", key).close()
     finally:
         kubectl("-n", namespace, "exec", pod, "--", "sh", "-c", f"echo -1 > {USERS_CPU_QUOTA}")
-    said = [line for line in kubectl("-n", namespace, "logs", pod).stdout.splitlines()
-            if any(word in line for word in ("pia", "PAM", "pam", "session-limits"))]
-    assert any("session-limits: pia's login refused: cannot confine it" in line for line in said), said
+
+    def said() -> list[str]:
+        return [line for line in kubectl("-n", namespace, "logs", pod).stdout.splitlines()
+                if any(word in line for word in ("pia", "PAM", "pam", "session-limits"))]
+    # The refusal reaches the pod's log through the entrypoint's follower of the helper's file (it
+    # polls every 0.2 s): read at once, it can be a moment behind sshd's own line (seen once in CI).
+    refused = "session-limits: pia's login refused: cannot confine it"
+    until(lambda: any(refused in line for line in said()), 30, f"the pod's log to say {refused!r}")
     lena, lena_again, omar = (connect(NODE_IP, port, user, key) for user in ("lena", "lena", "omar"))
     try:
         running = omar.get_transport().open_session()
@@ -516,6 +524,56 @@ def _container_jobs_on_a_pyxis_node_set(kubectl, namespace: str, login: Login, j
     until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-box", check=False).returncode != 0, 180,
           "the Pyxis node set's StatefulSet to be deleted")
     assert {k: v for k, v in _pod_uids(kubectl, namespace).items() if "-box-" not in k} == pods
+
+
+def _elastic_node_set_grows_for_a_job_and_shrinks_back(kubectl, namespace: str, login: Login) -> None:
+    """An autoscaling node set on the real kubelet: from zero, a job for its partition makes Slurm
+    power a record up, the operator starts its pod, and the job runs there with no change to the CR;
+    idle for its idle time, the worker is released and its record powered down again."""
+    main = {"name": "main", "default": True}
+    elastic = {"name": "elastic", "autoscale": {"max": 1, "idleSeconds": 10}}
+    kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
+        {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}, elastic],
+                  "partitions": [main, {"name": "elastic", "nodeSets": ["elastic"]}]}}))
+    node = f"{NAME}-elastic-0"
+    # One line: the node is in main too (main spans every node set).
+    state = f"sinfo -h -N -p elastic -n {node} -o %t"
+    until(lambda: login.run(f"{state} || true").strip() == "idle~", 180, "the elastic node set's powered-down record")
+    assert _replicas(kubectl, namespace, f"{NAME}-elastic") == 0
+    generation = json.loads(kubectl("-n", namespace, "get", "slurmcluster", NAME, "-o", "json").stdout)["metadata"][
+        "generation"]
+    job = login.run("sbatch --parsable -p elastic -o /root/userpath/elastic.out --wrap hostname").strip()
+    until(lambda: _job_state(login, job) == "COMPLETED", 300, "the job to run on a worker started for it")
+    assert login.run("cat /root/userpath/elastic.out").strip() == node
+    body = json.loads(kubectl("-n", namespace, "get", "slurmcluster", NAME, "-o", "json").stdout)
+    assert body["metadata"]["generation"] == generation  # nobody touched the CR
+    until(lambda: _replicas(kubectl, namespace, f"{NAME}-elastic") == 0, 180, "the idle worker released")
+    until(lambda: login.run(state).strip() == "idle~", 120, "its record powered down")
+    kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
+        {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}], "partitions": [main]}}))
+    until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-elastic", check=False).returncode != 0,
+          180, "the elastic node set's StatefulSet to be deleted")
+
+
+def _cordon_drains_the_workers_and_uncordon_resumes_them(kubectl, namespace: str, login: Login) -> None:
+    """`kubectl cordon` of the Kubernetes node drains the Slurm nodes of the workers on it, with the
+    operator's reason; uncordon undoes only those drains: an admin's own stays."""
+    host = json.loads(kubectl("-n", namespace, "get", "pod", f"{NAME}-worker-0", "-o", "json").stdout)["spec"][
+        "nodeName"]
+    login.run(f"scontrol update NodeName={NAME}-worker-1 State=DRAIN Reason='userpath: admin'")
+
+    def reasons() -> dict[str, str]:
+        return dict(line.split(" ", 1) for line in login.run("sinfo -h -N -p main -o '%N %E'").splitlines())
+    kubectl("cordon", host)
+    try:
+        until(lambda: reasons().get(f"{NAME}-worker-0") == f"{KUBE_NODE} {host} cordoned", 60,
+              "the operator to drain the cordoned node's workers")
+        assert reasons()[f"{NAME}-worker-1"] == "userpath: admin"
+    finally:
+        kubectl("uncordon", host)
+    until(lambda: login.run(f"sinfo -h -n {NAME}-worker-0 -o %t").strip() == "idle", 60, "the uncordon's resume")
+    assert reasons()[f"{NAME}-worker-1"] == "userpath: admin"
+    login.run(f"scontrol update NodeName={NAME}-worker-1 State=RESUME")
 
 
 def _operator_pods(kubectl, namespace: str) -> list[str]:

@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from soperator.api.spec import NodeSetSpec
 from soperator.api.validate import SpecError
-from soperator.node.layout import CONFIG_HASH_ANNOTATION
+from soperator.node.layout import CONFIG_HASH_ANNOTATION, ENV
 from soperator.node.mounts import LOGIN, WORKER
 from soperator.render import render_all
 from soperator.render.configs import Storage, slurm_files, slurmdbd_conf, worker_node_conf
@@ -553,3 +553,25 @@ def test_the_health_check_program_is_a_jail_path_run_through_the_node_wrapper(ke
     plain = _by_kind_name(render_all(make_cluster(uid=UID), keys))[("StatefulSet", "demo-worker")]
     assert "HealthCheck" not in slurm_files(make_cluster(uid=UID))["slurm.conf"]
     assert not [e for e in plain["spec"]["template"]["spec"]["containers"][0]["env"] if "HEALTH" in e["name"]]
+
+
+def test_an_autoscaling_node_set_is_listed_as_cloud_records_and_its_workers_register_under_them(keys):
+    cluster = make_cluster(nodeSets=[{"name": "cpu", "replicas": 1},
+                                     {"name": "gpu", "cpus": 8, "gpus": 2, "autoscale": {"min": 1, "max": 4}}])
+    conf = slurm_files(cluster)["slurm.conf"]
+    assert "NodeName=demo-gpu-[0-3] Feature=gpu CPUs=8 RealMemory=1024 Gres=gpu:2 State=CLOUD" in conf
+    assert ("ResumeProgram=/bin/true\nSuspendProgram=/bin/true\nSuspendTime=4294967293\nSuspendTimeout=10\n"
+            in conf)
+    assert "SlurmctldParameters=enable_configless,idle_on_node_suspend\n" in conf
+    env = {s["metadata"]["name"]: {e["name"]: e.get("value") for e in
+                                  s["spec"]["template"]["spec"]["containers"][0]["env"]}
+           for s in render_all(cluster, keys) if s["kind"] == "StatefulSet" and s["metadata"]["name"] in
+           ("demo-cpu", "demo-gpu")}
+    assert env["demo-gpu"][ENV.cloud_node] == "true" and ENV.slurmd_conf not in env["demo-gpu"]
+    assert ENV.cloud_node not in env["demo-cpu"] and env["demo-cpu"][ENV.slurmd_conf].startswith("Feature=cpu")
+    # One record: no range.
+    one = make_cluster(nodeSets=[{"name": "big", "autoscale": {"max": 1}}])
+    assert "\nNodeName=demo-big-0 Feature=big CPUs=1 RealMemory=1024 State=CLOUD\n" in slurm_files(one)["slurm.conf"]
+    # Without autoscaling, no power saving at all.
+    plain = slurm_files(make_cluster())["slurm.conf"]
+    assert "ResumeProgram" not in plain and "State=CLOUD" not in plain and "idle_on_node_suspend" not in plain

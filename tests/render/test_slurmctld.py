@@ -83,3 +83,21 @@ def test_a_cluster_on_slurm_24_11_gets_a_config_its_daemons_start_with(tmp_path,
     refused = run_controller(slurm_files(new), controller_host(new), keys.munge_key, tmp_path / "new",
                              release="24.11")
     assert not refused["ready"] and "MetricsType" in refused["log"], refused["log"]
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_an_autoscaling_node_set_is_powered_down_cloud_records_on_each_release(tmp_path, keys, release):
+    cluster = make_cluster(slurmVersion=release, nodeSets=[
+        {"name": "cpu", "replicas": 1}, {"name": "gpu", "cpus": 4, "autoscale": {"min": 0, "max": 3}}],
+        slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"})
+    result = run_controller(slurm_files(cluster), controller_host(cluster), keys.munge_key, tmp_path, release=release)
+    assert result["ready"], result["log"]
+    nodes = {ln.split()[0]: ln for ln in result["nodes"].splitlines() if ln.startswith("NodeName=")}
+    assert sorted(nodes) == [f"NodeName=demo-gpu-{i}" for i in range(3)]  # the FUTURE placeholders are not listed
+    assert all("State=IDLE+CLOUD+POWERED_DOWN" in ln and "CPUTot=4" in ln and "AvailableFeatures=gpu" in ln
+               for ln in nodes.values()), nodes
+    # Power saving is on (a job resumes a node), and SuspendTime is one Slurm never reaches.
+    assert "SuspendTime             = 4294967293 sec" in result["config"], result["config"]
+    complaints = [ln for ln in result["log"].lower().splitlines()
+                  if ("error" in ln or "disabled" in ln) and any(k in ln for k in ("power", "suspend", "resume"))]
+    assert not complaints, result["log"]

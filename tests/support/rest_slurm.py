@@ -3,6 +3,9 @@ reached from here as the operator reaches it: HTTP with a JWT. The fixture `rest
 for every test by tests/conftest.py (pytest_plugins)."""
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import pytest
 
 from soperator.keys import generate_jwt_key, generate_munge_key
@@ -68,10 +71,18 @@ def rest_slurm(tmp_path_factory):
     box = SlurmSandbox(work, slurm_files(cluster), controller_host(cluster), generate_munge_key(),
                        names=[REGISTERED], slurmd=REGISTERED, node_conf=worker_node_conf(cluster.spec.node_sets[0]),
                        jwt_key=key, rest=True, jail=make_thin_jail(work / "jail"))
+    with reached(box, key, cluster) as slurm:
+        yield slurm
+
+
+@contextlib.contextmanager
+def reached(box: SlurmSandbox, key: bytes, cluster) -> Iterator[RestSlurm]:
+    """A sandbox started with rest=True, reached from here; closed (the box too) at the end."""
     forwarders = []
     try:
         assert box.status["ready"], (box.status, box.log("slurmctld.log"), box.log("slurmrestd.log"))
-        forwarders = [RestForwarder(str(SlurmSandbox.rest_socket(work))), RestForwarder(str(SlurmSandbox.ctld_socket(work)))]
+        forwarders = [RestForwarder(str(SlurmSandbox.rest_socket(box.work))),
+                      RestForwarder(str(SlurmSandbox.ctld_socket(box.work)))]
         yield RestSlurm(box, tuple(forwarders), key, cluster)
     finally:
         for forwarder in forwarders:

@@ -46,9 +46,10 @@ class SlurmSandbox:
                  names: list[str] = (), slurmd: str | None = None, jail: Path | None = None,
                  prepare_jail: bool = True, node_conf: str = "CPUs=1 RealMemory=1024",
                  mounts: dict[str, Path] | None = None, jwt_key: bytes | None = None, rest: bool = False,
-                 accounting: dict | None = None, image: str | None = None):
+                 accounting: dict | None = None, image: str | None = None, cloud: bool = False):
+        """`cloud`: no slurmd at start; the test starts and stops CLOUD nodes' (start_cloud_slurmd)."""
         image = image or node_image()
-        self.work = work
+        self.work, self.hostname = work, hostname
         config = work / "etc-slurm"
         config.mkdir(parents=True, exist_ok=True)
         for name, text in files.items():
@@ -67,7 +68,7 @@ class SlurmSandbox:
         spec = {**sockets, "jwt_key": str(work / "jwt.key.src"), "hostname": hostname, "names": [hostname, *names], "config_dir": str(config),
                 "munge_key": str(key), "slurmd": slurmd, "jail": str(jail) if jail else None,
                 "prepare_jail": prepare_jail, "jail_mount": PATHS.jail, "slurmd_log": PATHS.slurmd_log,
-                "node_conf": node_conf, "accounting": accounting}
+                "node_conf": node_conf, "accounting": accounting, "cloud": cloud}
         (work / "spec.json").write_text(json.dumps(spec))
         self.name = f"soperator-slurm-{uuid.uuid4().hex[:10]}"
         volumes = [str(work)] + ([str(jail)] if jail and jail.exists() else [])
@@ -105,6 +106,18 @@ class SlurmSandbox:
         self.proc.stdin.flush()
         reply = self._reply(timeout + 10)
         return subprocess.CompletedProcess(argv, reply["rc"], reply["out"], reply["err"])
+
+    def start_cloud_slurmd(self, name: str) -> None:
+        """The slurmd of a CLOUD record, as an autoscaling node set's worker pod starts it
+        (soperator/node/roles.py), here as a daemon (one at a time: the sandbox has one slurmd port)."""
+        proc = self.run("slurmd", "-b", "-N", name, "--conf-server", f"{self.hostname}:6817")
+        assert proc.returncode == 0, proc.stderr
+
+    def stop_slurmd(self) -> None:
+        """As the pod's end stops it: SIGTERM, then gone."""
+        proc = self.run("sh", "-c", "kill $(cat /run/slurmd.pid) && while [ -e /run/slurmd.pid ]; do sleep 0.2; done",
+                        timeout=30)
+        assert proc.returncode == 0, proc.stderr
 
     def log(self, name: str) -> str:
         path = self.work / name

@@ -129,6 +129,8 @@ def boot(work: str, spec: dict) -> tuple[dict, list[subprocess.Popen]]:
     if spec.get("ctld_socket"):
         relay_to_port(spec["ctld_socket"], 6817)
     node = spec.get("slurmd")
+    if spec.get("cloud") and spec.get("prepare_jail"):
+        prepare_jail(spec["jail_mount"])  # for the slurmd the test starts as a CLOUD node's pod would
     if node:
         if spec.get("prepare_jail"):
             prepare_jail(spec["jail_mount"])

@@ -24,6 +24,8 @@ def _record(state: list[str], reason: str = "", instance: str = "") -> Record:
     (["IDLE", "DRAIN"], False),
     (["DOWN"], False),                         # jobs already ended with the node
     (["FUTURE"], False),
+    # A CLOUD node Slurm powers up for a job: the job waits for this container's slurmd, it did not die.
+    (["ALLOCATED", "CLOUD", "NOT_RESPONDING", "POWERING_UP"], False),
 ])
 def test_a_node_is_busy_while_slurmctld_counts_jobs_on_it(state, busy):
     assert _record(state).busy is busy

@@ -16,6 +16,11 @@ from tests.conftest import make_cluster
 from tests.support.slurm_states import nodes_in_states
 
 NEW, OLD = "rev-new", "rev-old"
+NOW = 1_800_000_000.0
+
+
+def _plan(snap: Snapshot):
+    return plan_node_sets(snap, NOW)
 
 
 def _sts(node_set: str, replicas: int, revision: str = NEW, pods: int | None = None) -> dict:
@@ -44,7 +49,7 @@ def _snapshot(node_sets: list[dict], live: list[dict], pods: list[dict] = (), no
 
 
 def test_a_new_node_set_gets_its_spec_count():
-    plan = plan_node_sets(_snapshot([{"name": "a", "replicas": 3}], [], nodes={}))
+    plan = _plan(_snapshot([{"name": "a", "replicas": 3}], [], nodes={}))
     assert plan.replicas() == {"a": 3} and plan.removals == {}
 
 
@@ -55,13 +60,13 @@ def test_a_new_node_set_gets_its_spec_count():
     (("IDLE", "", ""), 1, [], []),  # never registered: nothing to wait for
 ], ids=["drains-first", "drained-go", "a-busy-top-ordinal-holds-all", "unregistered-go"])
 def test_scale_in_drains_then_lowers(states, replicas, drain, busy):
-    plan = plan_node_sets(_snapshot([{"name": "a", "replicas": 1}], [_sts("a", 3)], _pods("a", NEW, NEW, NEW),
+    plan = _plan(_snapshot([{"name": "a", "replicas": 1}], [_sts("a", 3)], _pods("a", NEW, NEW, NEW),
                                     _nodes("a", *states)))
     assert (plan.scale["a"].replicas, plan.scale["a"].drain, plan.scale["a"].busy) == (replicas, drain, busy)
 
 
 def test_slurm_unknown_moves_nothing():
-    plan = plan_node_sets(_snapshot([{"name": "a", "replicas": 1}], [_sts("a", 3, revision=NEW)],
+    plan = _plan(_snapshot([{"name": "a", "replicas": 1}], [_sts("a", 3, revision=NEW)],
                                     _pods("a", OLD, OLD, OLD), None))
     assert plan.replicas() == {"a": 3} and not plan.scale["a"].drain
     assert plan.rollouts["a"].delete_pods == [] and plan.rollouts["a"].drain == []
@@ -75,25 +80,25 @@ def test_slurm_unknown_moves_nothing():
     (_sts("old", 0, pods=0), (), Removal("demo-old", delete=True)),
 ], ids=["lowered-once-drained", "waits-for-a-job", "waits-for-its-pods", "deleted-when-empty"])
 def test_a_removed_node_set_goes_the_way_of_a_scale_in(live, states, removal):
-    plan = plan_node_sets(_snapshot([{"name": "a", "replicas": 1}], [_sts("a", 1), live], nodes=_nodes("old", *states)))
+    plan = _plan(_snapshot([{"name": "a", "replicas": 1}], [_sts("a", 1), live], nodes=_nodes("old", *states)))
     assert plan.removals == {"old": removal}
     assert set(plan.replicas()) == {"a", "old"}
 
 
 def test_a_rollout_drains_within_max_unavailable_and_replaces_drained_pods():
     nodes = {**_nodes("a", "IDLE", f"IDLE+DRAIN:{UPDATE}", "ALLOCATED")}
-    plan = plan_node_sets(_snapshot([{"name": "a", "replicas": 3, "maxUnavailable": 2}], [_sts("a", 3)],
+    plan = _plan(_snapshot([{"name": "a", "replicas": 3, "maxUnavailable": 2}], [_sts("a", 3)],
                                     _pods("a", OLD, OLD, OLD), nodes))
     assert plan.rollouts["a"].delete_pods == ["demo-a-1"]
     assert plan.rollouts["a"].drain == ["demo-a-2"]  # one more within the budget of 2, highest ordinal first
 
 
 def test_maintenance_holds_the_node_set_and_stops_the_rollouts_drains():
-    plan = plan_node_sets(_snapshot([{"name": "a", "replicas": 2, "maintenance": True}], [_sts("a", 2)],
+    plan = _plan(_snapshot([{"name": "a", "replicas": 2, "maintenance": True}], [_sts("a", 2)],
                                     _pods("a", OLD, OLD), _nodes("a", "IDLE", "ALLOCATED")))
     assert plan.holds["a"].drain == ["demo-a-0", "demo-a-1"]
     assert plan.rollouts["a"].drain == []
-    off = plan_node_sets(_snapshot([{"name": "a", "replicas": 2}], [_sts("a", 2)], _pods("a", NEW, NEW),
+    off = _plan(_snapshot([{"name": "a", "replicas": 2}], [_sts("a", 2)], _pods("a", NEW, NEW),
                                    _nodes("a", f"IDLE+DRAIN:{MAINTENANCE}", "IDLE+DRAIN:admin")))
     assert off.holds["a"].resume == ["demo-a-0"]  # an admin's drain stays
 
@@ -101,7 +106,7 @@ def test_maintenance_holds_the_node_set_and_stops_the_rollouts_drains():
 def test_render_takes_the_planned_replicas_and_refuses_to_guess():
     snap = _snapshot([{"name": "a", "replicas": 1}], [_sts("a", 3)], _pods("a", NEW, NEW, NEW),
                      _nodes("a", "IDLE", "IDLE", "ALLOCATED"))
-    plan = plan_node_sets(snap)
+    plan = _plan(snap)
     workers = [o for o in slurm_nodes(snap.cluster, plan.replicas()) if o["metadata"]["name"] == "demo-a"]
     assert workers[0]["spec"]["replicas"] == 3  # held up while demo-a-1 and demo-a-2 drain
     with pytest.raises(KeyError):

@@ -41,6 +41,8 @@ def test_each_worker_is_counted_once_in_its_node_set():
         SlurmNode(name="demo-cpu-0", state=["IDLE"], features=["cpu"]),
         SlurmNode(name="demo-cpu-1", state=["ALLOCATED", "DRAIN"], features=["cpu", "ib"]),
         SlurmNode(name="demo-cpu-7", state=["FUTURE"], features=["cpu"]),  # a record with no pod
+        # An autoscaling node set's powered-down record: room to grow (status' autoscale), no worker.
+        SlurmNode(name="demo-gpu-3", state=["IDLE", "CLOUD", "POWERED_DOWN"], features=["gpu"]),
     ]}
     pods = [_pod("demo-cpu-0", "cpu"), _pod("demo-cpu-1", "cpu"), _pod("demo-gpu-0", "gpu")]
     cpu = node_set_counts(cluster.spec.node_sets[0], pods, nodes)
