@@ -24,7 +24,7 @@ from pathlib import Path
 
 from soperator.keys import generate_jwt_key, generate_munge_key
 from soperator.node.drains import SCALE_IN
-from soperator.reconcile.autoscale import plan_autoscale
+from soperator.reconcile.autoscale import PodStart, plan_autoscale
 from soperator.reconcile.scale_in import plan_replicas
 from soperator.reconcile.slurm_nodes import workers_of
 from soperator.render.configs import POWER_SAVING, controller_host, slurm_files
@@ -70,7 +70,8 @@ def one_pass(cluster, client: SlurmRestClient, live: int, pods: set[str]) -> dic
     node_set = cluster.spec.node_sets[1]
     calls, received, cpu = client.calls, client.bytes_received, time.process_time()
     nodes = workers_of(cluster, client.list_nodes())
-    sizing = plan_autoscale(f"{NAME}-el", node_set.autoscale, live, pods, nodes, time.time())
+    started = dict.fromkeys(pods, PodStart(time.time(), ""))
+    sizing = plan_autoscale(f"{NAME}-el", node_set.autoscale, live, started, nodes, time.time())
     scale = plan_replicas(f"{NAME}-el", sizing.replicas, live, nodes)
     for node in sizing.power_up:
         client.power_up(node)

@@ -121,7 +121,8 @@ def _idle(b: Bench, cluster: LocalCluster, workers: int, passes: int = 12) -> di
     return {"workers": workers, "passes": passes, "writes": kube.writes - writes, "rest_calls": rest.calls - calls}
 
 
-def run(cluster: LocalCluster) -> dict:
+def install(cluster: LocalCluster) -> Bench:
+    """The node up, our images on it, the charts installed (2 workers, resync 5 s) and ready."""
     from images.build import build_all, image_ref
 
     tools = ensure_tools()
@@ -138,7 +139,11 @@ def run(cluster: LocalCluster) -> dict:
                                on="local", slurm_version=None, accounting=False, nodes=1)
         quickstart.install_charts(args)
         quickstart.wait_ready(args)
-    b = Bench(cluster.plane.kubeconfig)
+    return Bench(cluster.plane.kubeconfig)
+
+
+def run(cluster: LocalCluster) -> dict:
+    b = install(cluster)
     out = {"scale-in, request -> pods gone (s)": {f"k={k}": round(_scale_in(b, k), 1) for k in (1, 4)}}
     one, two = _rollout(b, 1, "65Mi"), _rollout(b, 2, "66Mi")
     out["rolling update of 4 idle nodes (s)"] = {"maxUnavailable=1": round(one, 1), "maxUnavailable=2": round(two, 1),

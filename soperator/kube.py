@@ -130,9 +130,16 @@ class Kube:
 
     def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> bool:
         """Set annotations on a pod; False if it is gone (deleted since it was listed)."""
+        return self._patch_pod_metadata(namespace, name, {"annotations": annotations})
+
+    def label_pod(self, namespace: str, name: str, labels: dict[str, str | None]) -> bool:
+        """Set labels on a pod (None removes one); False if it is gone (deleted since it was listed)."""
+        return self._patch_pod_metadata(namespace, name, {"labels": labels})
+
+    def _patch_pod_metadata(self, namespace: str, name: str, meta: dict) -> bool:
         self._count("patch", "Pod")
         try:
-            self._res("v1", "Pod").patch(name=name, namespace=namespace, body={"metadata": {"annotations": annotations}},
+            self._res("v1", "Pod").patch(name=name, namespace=namespace, body={"metadata": meta},
                                          content_type="application/merge-patch+json")
         except NotFoundError:
             return False

@@ -251,9 +251,13 @@ class Autoscale(ApiModel):
     min: int = Field(default=0, ge=0, le=65536, description="workers always running (0: none while no job needs one)")
     max: int = Field(ge=1, le=65536, description="the most workers the node set may have: Slurm's records of it")
     idle_seconds: int = Field(default=600, ge=10, le=31_536_000, description="how long a worker runs no job "
-                              "before it is released (counted from its last job's end, or its start). How long "
-                              "a started worker may take to register is slurmConfig.resumeTimeout (Slurm holds it "
-                              "per cluster): then Slurm marks it down and requeues its jobs")
+                              "before it is released (counted from its last job's end, or its start)")
+    resume_timeout: Optional[int] = Field(default=None, ge=10, le=65533, description="seconds a started worker's "
+                                          "pod may take to register; then the operator sets its Slurm node down "
+                                          "with what holds the pod back (unschedulable, an image pull), Slurm "
+                                          "requeues its jobs, and the record is powered down to be tried again. "
+                                          "Below slurmConfig.resumeTimeout, Slurm's own limit for every node; "
+                                          "unset: that one")
 
     @model_validator(mode="after")
     def _min_within_max(self) -> "Autoscale":
@@ -507,6 +511,10 @@ class SlurmClusterSpec(ApiModel):
          "(has(n.replicas) ? n.replicas : 2)).sum() <= "
          "(has(self.slurmConfig) && has(self.slurmConfig.maxNodeCount) ? self.slurmConfig.maxNodeCount : 1024)",
          "nodeSets: more workers in all (replicas, or autoscale.max) than slurmConfig.maxNodeCount"),
+        ("!has(self.nodeSets) || self.nodeSets.all(n, !has(n.autoscale) || !has(n.autoscale.resumeTimeout) || "
+         "n.autoscale.resumeTimeout < (has(self.slurmConfig) && has(self.slurmConfig.resumeTimeout) ? "
+         "self.slurmConfig.resumeTimeout : 600))",
+         "nodeSets: autoscale.resumeTimeout must be below slurmConfig.resumeTimeout, which Slurm applies first"),
         ("!has(self.partitions) || self.partitions.all(p, !has(p.nodeSets) || p.nodeSets.all(s, "
          "has(self.nodeSets) ? self.nodeSets.exists(n, n.name == s) : s == 'worker'))",
          "partitions: nodeSets must name node sets of spec.nodeSets"),
@@ -579,6 +587,10 @@ class SlurmClusterSpec(ApiModel):
             if node_set.autoscale and node_set.autoscale.max > most:
                 raise AtField(("nodeSets", i, "autoscale", "max"), f"{node_set.autoscale.max} is more than "
                                                                    f"slurmConfig.maxNodeCount ({most})")
+            if node_set.autoscale and (node_set.autoscale.resume_timeout or 0) >= self.slurm_config.resume_timeout:
+                raise AtField(("nodeSets", i, "autoscale", "resumeTimeout"),
+                              f"{node_set.autoscale.resume_timeout} is not below slurmConfig.resumeTimeout "
+                              f"({self.slurm_config.resume_timeout}), which Slurm applies first")
         total = sum(n.most_workers() for n in self.node_sets)
         if total > most:
             raise AtField(("nodeSets",), f"{total} workers in all (replicas, or autoscale.max) is more than "

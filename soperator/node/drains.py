@@ -16,12 +16,17 @@ UPDATE = "soperator: update"
 MAINTENANCE = "soperator: maintenance"
 # A Kubernetes node cordoned, not ready or gone (reconcile/kube_nodes.py): "<prefix> <node> cordoned".
 KUBE_NODE = "soperator: kubernetes node"
+# An autoscaling worker whose pod did not start within its node set's autoscale.resumeTimeout
+# (reconcile/autoscale.py): its record is set DOWN with this reason, then what holds the pod back.
+START_FAILED = "soperator: autoscale: the worker did not start"
+# Slurm's own reason for a record it set DOWN at slurmConfig.resumeTimeout.
+SLURM_RESUME_TIMEOUT = "ResumeTimeout"
 # The node code's: the populate Job's hold while it overwrites the jail (hold.py), and a worker
 # container that started again after its jobs died with the previous one (fresh_boot.py).
 POPULATE_HOLD = "soperator:populate-jail-overwrite"
 CONTAINER_RESTARTED = "soperator:container-restarted: its jobs died with the previous container"
 
-ALL = (SCALE_IN, UPDATE, MAINTENANCE, KUBE_NODE, POPULATE_HOLD, CONTAINER_RESTARTED)
+ALL = (SCALE_IN, UPDATE, MAINTENANCE, KUBE_NODE, START_FAILED, POPULATE_HOLD, CONTAINER_RESTARTED)
 
 
 def owned(flags: Iterable[str], reason: str, own: str) -> bool:

@@ -35,6 +35,19 @@ PART_OF_LABEL = "app.kubernetes.io/part-of"
 VERSION_LABEL = "app.kubernetes.io/version"
 APP_NAME = "slurm"
 OPERATOR = "soperator"
+
+
+def member_name(stateful_set: str, ordinal: int) -> str:
+    """A StatefulSet's pod; for a worker, also its Slurm node's name."""
+    return f"{stateful_set}-{ordinal}"
+
+
+def ordinal_of(stateful_set: str, name: str) -> int | None:
+    """The ordinal of a member of this StatefulSet; None for any other name."""
+    head, _, ordinal = name.rpartition("-")
+    return int(ordinal) if head == stateful_set and ordinal.isdigit() else None
+
+
 # On a worker StatefulSet and its pods: the node set they belong to.
 NODE_SET_LABEL = "slurm.soperator.dev/node-set"
 # Set by Kubernetes, read by reconcile: a StatefulSet pod's template revision, a Job pod's Job.
@@ -47,6 +60,9 @@ UNLABELLED_RELEASE = "24.11"
 # ingress policy lets reach slurmrestd.
 REST_CLIENT_LABEL = "slurm.soperator.dev/slurm-rest-client"
 JOB_NAME_LABEL = "job-name"
+# On a worker pod whose Slurm node can run no job (drained or down): the workers' disruption budget
+# leaves it out, so an eviction may take it (soperator/reconcile/evictions.py).
+EVICTABLE_LABEL = "slurm.soperator.dev/evictable"
 
 # Annotations reconcile reads back from what render wrote.
 # A digest of the files a pod reads once at start: a change rolls the pods (login's sshd_config).

@@ -11,14 +11,21 @@ it after all is waited for, and its drain undone once it is needed again. Once i
 operator powers its record down, which makes it a node a later job can resume. Slurm powers nothing
 down by itself (SuspendTime never passes): it would pick any idle node, where the StatefulSet can
 only give back its top ones. Slurm's state unknown: the size stays as it is.
+
+A worker that does not start is given up: after the node set's `resumeTimeout`, counted from its pod's
+creation, the operator sets its record DOWN with what holds the pod back, and Slurm requeues the jobs
+that waited for it; Slurm does the same at its own ResumeTimeout (slurmConfig.resumeTimeout), without
+the why. Either way the record is no longer needed: the StatefulSet lets its pod go, and once the pod
+is gone the record is powered down, idle again, so a later try gets a fresh pod.
 """
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 
 from soperator.api.spec import Autoscale
-from soperator.node.drains import SCALE_IN
-from soperator.node.layout import ENV
+from soperator.node.drains import SCALE_IN, SLURM_RESUME_TIMEOUT, START_FAILED
+from soperator.node.layout import ENV, member_name
 from soperator.slurm import SlurmNode
 
 # Categories (SlurmNode.category) of a node that holds jobs.
@@ -34,15 +41,39 @@ class Sizing:
     waiting: list[str] = field(default_factory=list)  # powering up: their jobs wait for the pods
     idle: dict[str, int] = field(default_factory=dict)  # running workers with no job: since when (UNIX time)
     powered_down: int = 0  # records powered down: room to grow
+    give_up: dict[str, str] = field(default_factory=dict)  # powering up past resumeTimeout: the DOWN reason
+
+
+@dataclass(frozen=True)
+class PodStart:
+    created: float  # UNIX time
+    problem: str  # what holds the pod back, as its status says; '' when it says nothing
+
+
+def pod_start(pod: dict) -> PodStart:
+    status = pod.get("status") or {}
+    said = [c.get("message") or c.get("reason") or "" for c in status.get("conditions") or []
+            if c.get("type") == "PodScheduled" and c.get("status") == "False"]
+    for container in status.get("initContainerStatuses", []) + status.get("containerStatuses", []):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") not in (None, "ContainerCreating", "PodInitializing"):
+            said.append(f"container {container.get('name')}: {waiting['reason']}")
+    created = datetime.datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    return PodStart(created.timestamp(), "; ".join(s for s in said if s)[:300])
 
 
 def _busy(node: SlurmNode) -> bool:
     return node.category() in _BUSY or "COMPLETING" in node.flags
 
 
+def _failed_start(node: SlurmNode) -> bool:
+    """Set DOWN because its worker did not start, by the operator or by Slurm."""
+    return node.category() == "down" and (node.reason == SLURM_RESUME_TIMEOUT or node.reason.startswith(START_FAILED))
+
+
 def _needed(node: SlurmNode | None, has_pod: bool, scale: Autoscale, now: float) -> bool:
     """Whether the node set must keep (or start) this node's pod."""
-    if node is None:
+    if node is None or _failed_start(node):
         return False
     if node.power() in ("POWER_UP", "POWERING_UP") or _busy(node):
         return True  # Slurm powers it up for jobs, or the operator asked it to
@@ -54,20 +85,34 @@ def _needed(node: SlurmNode | None, has_pod: bool, scale: Autoscale, now: float)
 def _power_down(node: SlurmNode | None) -> bool:
     """A released record that Slurm should count as powered down: not already, no job, and no drain
     but the scale-in's (powering down clears a drain, and an admin's must stay)."""
-    if node is None or node.power() or _busy(node):
+    if node is None or _busy(node):
+        return False
+    if _failed_start(node):
+        return node.power() != "POWERING_DOWN"  # powering down makes it idle (idle_on_node_suspend)
+    if node.power():
         return False
     return "DRAIN" not in node.flags or node.reason.startswith(SCALE_IN)
 
 
-def plan_autoscale(prefix: str, scale: Autoscale, live: int | None, pods: set[str],
+def _give_up(names: list[str], scale: Autoscale, nodes: dict[str, SlurmNode], starts: dict[str, PodStart],
+             now: float) -> dict[str, str]:
+    if scale.resume_timeout is None:
+        return {}
+    late = [n for n in names if n in starts and n in nodes and nodes[n].power() == "POWERING_UP"
+            and nodes[n].category() != "down" and now - starts[n].created >= scale.resume_timeout]
+    return {n: f"{START_FAILED} in {scale.resume_timeout}s: {starts[n].problem or 'its slurmd did not register'}"
+            for n in late}
+
+
+def plan_autoscale(prefix: str, scale: Autoscale, live: int | None, pods: dict[str, PodStart],
                    nodes: dict[str, SlurmNode] | None, now: float, hold: bool = False) -> Sizing:
     """`prefix`: the StatefulSet's name (its pods and Slurm records are `<prefix>-<ordinal>`); `live`:
-    its replicas now (None: not created yet); `pods`: the names of its pods that exist; `nodes`: Slurm's
+    its replicas now (None: not created yet); `pods`: its pods that exist, by name; `nodes`: Slurm's
     nodes by name, None when unknown; `hold`: maintenance, which releases nothing."""
     current = scale.min if live is None else live
     if nodes is None:
         return Sizing(current, "Slurm's state is unknown: the size stays")
-    names = [f"{prefix}-{i}" for i in range(scale.max)]
+    names = [member_name(prefix, i) for i in range(scale.max)]
     needed = [i for i, name in enumerate(names) if _needed(nodes.get(name), name in pods, scale, now)]
     replicas = max(scale.min, needed[-1] + 1 if needed else 0)
     if hold:
@@ -82,7 +127,9 @@ def plan_autoscale(prefix: str, scale: Autoscale, live: int | None, pods: set[st
     power_down = [n for i, n in enumerate(names) if i >= max(replicas, current) and n not in pods
                   and _power_down(nodes.get(n))]
     down = sum(1 for n in names if n in nodes and nodes[n].power() == "POWERED_DOWN")
-    return Sizing(replicas, _reason(scale, replicas, waiting, needed, hold), power_up, power_down, waiting, idle, down)
+    give_up = _give_up(names, scale, nodes, pods, now)
+    return Sizing(replicas, _reason(scale, replicas, waiting, needed, hold), power_up, power_down, waiting, idle, down,
+                  give_up)
 
 
 def _reason(scale: Autoscale, replicas: int, waiting: list[str], needed: list[int], hold: bool) -> str:

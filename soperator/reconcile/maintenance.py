@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from soperator.node.drains import MAINTENANCE, DrainSteps, owned
+from soperator.node.layout import ordinal_of
 from soperator.slurm import SlurmNode
 
 
@@ -19,17 +20,12 @@ def plan_maintenance(prefix: str, on: bool, nodes: dict[str, SlurmNode] | None) 
     """`prefix`: the node set's StatefulSet name; its Slurm nodes are `<prefix>-<ordinal>`."""
     if nodes is None:
         return Hold()
-    own = [n for n in nodes.values() if _ordinal_of(prefix, n.name)]
+    own = [n for n in nodes.values() if ordinal_of(prefix, n.name) is not None]
     if not on:
         return Hold(resume=[n.name for n in own if _ours(n)])
     drain = [n.name for n in own if "DRAIN" not in n.flags and n.category() not in ("down", "notRegistered")]
     busy = [n.name for n in own if _ours(n) and n.category() == "draining"]
     return Hold(drain=drain, busy=busy)
-
-
-def _ordinal_of(prefix: str, name: str) -> bool:
-    head, _, ordinal = name.rpartition("-")
-    return head == prefix and ordinal.isdigit()
 
 
 def _ours(node: SlurmNode) -> bool:

@@ -11,7 +11,7 @@ from typing import Callable
 from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.reconcile.conditions import Cond
-from soperator.node.drains import KUBE_NODE, MAINTENANCE, SCALE_IN, UPDATE, DrainSteps
+from soperator.node.drains import KUBE_NODE, MAINTENANCE, SCALE_IN, START_FAILED, UPDATE, DrainSteps
 from soperator.reconcile.drain_timeout import Waited, plan_wait
 from soperator.reconcile.autoscale import Sizing
 from soperator.reconcile.kube_nodes import NodeOps
@@ -84,13 +84,19 @@ def act_on_sizing(seen: Observation, sizing: dict[str, Sizing]) -> Cond | None:
         return None
     failed = _each("Autoscaled", "a power up or down", [partial(seen.client.power_up, n) for p in sizing.values()
                                                           for n in p.power_up] +
-                   [partial(seen.client.power_down, n) for p in sizing.values() for n in p.power_down])
+                   [partial(seen.client.power_down, n) for p in sizing.values() for n in p.power_down] +
+                   [partial(seen.client.down, n, r) for p in sizing.values() for n, r in p.give_up.items()])
     if failed:
         return failed
     if seen.nodes is None:
         return Cond("Autoscaled", None, "Paused", "Slurm's state is unknown: every autoscaling node set keeps its size")
     waiting = [n for plan in sizing.values() for n in plan.waiting]
     message = "; ".join(f"{name}: {plan.replicas} ({plan.reason})" for name, plan in sizing.items())
+    given_up = {n: r for plan in sizing.values() for n, r in plan.give_up.items()}
+    if given_up:
+        return Cond("Autoscaled", False, "StartFailed", "; ".join(
+            f"{n} set down, its jobs requeued: {r.removeprefix(START_FAILED + ' ')}" for n, r in given_up.items())
+            + f"; {message}")
     return Cond("Autoscaled", True, "Growing" if waiting else "Sized", message)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
-from soperator.reconcile.autoscale import Sizing, plan_autoscale
+from soperator.reconcile.autoscale import Sizing, plan_autoscale, pod_start
 from soperator.reconcile.kube_nodes import NodeOps, plan_kube_nodes
 from soperator.reconcile.maintenance import Hold, plan_maintenance
 from soperator.reconcile.observe import Snapshot
@@ -63,7 +63,8 @@ def plan_node_sets(snap: Snapshot, now: float) -> NodeSetPlan:
     kept = {n.name for n in cluster.spec.node_sets}
     removed = {name: sts for name, sts in live.items() if name not in kept}
     sizing = {n.name: plan_autoscale(node_set_stateful_set_name(cluster, n), n.autoscale, _replicas(live.get(n.name)),
-                                     {p["metadata"]["name"] for p in snap.worker_pods if node_set_of(p) == n.name},
+                                     {p["metadata"]["name"]: pod_start(p) for p in snap.worker_pods
+                                      if node_set_of(p) == n.name},
                                      nodes, now, hold=in_maintenance(cluster, n))
               for n in cluster.spec.node_sets if n.autoscale}
     scale = {n.name: plan_replicas(node_set_stateful_set_name(cluster, n), desired_replicas(n, sizing),

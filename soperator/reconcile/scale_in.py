@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from soperator.node.drains import SCALE_IN, DrainSteps, owned
+from soperator.node.layout import member_name
 from soperator.slurm import SlurmNode
 
 # States in which a leaving node runs nothing and can go.
@@ -34,12 +35,12 @@ def plan_replicas(prefix: str, desired: int, live: int | None, nodes: dict[str, 
         return Plan(desired, resume=_own_drains(prefix, range(desired), nodes))
     if nodes is None:
         return Plan(live, waiting=f"scale-in {live} -> {desired} paused: Slurm's state is unknown, nothing removed")
-    leaving = [f"{prefix}-{i}" for i in range(desired, live)]
+    leaving = [member_name(prefix, i) for i in range(desired, live)]
     drain = [n for n in leaving if n in nodes and "DRAIN" not in nodes[n].flags
              and nodes[n].category() not in ("down", "notRegistered")]
     ready = {n for n in leaving if n not in drain and (n not in nodes or nodes[n].category() in _GONE_READY)}
     replicas = live
-    while replicas > desired and f"{prefix}-{replicas - 1}" in ready:
+    while replicas > desired and member_name(prefix, replicas - 1) in ready:
         replicas -= 1
     busy = [n for n in leaving if n not in ready]
     waiting = None if replicas == desired else (
@@ -51,5 +52,5 @@ def plan_replicas(prefix: str, desired: int, live: int | None, nodes: dict[str, 
 def _own_drains(prefix: str, ordinals: range, nodes: dict[str, SlurmNode] | None) -> list[str]:
     if nodes is None:
         return []
-    names = (f"{prefix}-{i}" for i in ordinals)
+    names = (member_name(prefix, i) for i in ordinals)
     return [n for n in names if n in nodes and owned(nodes[n].flags, nodes[n].reason, SCALE_IN)]

@@ -17,6 +17,7 @@ from soperator.reconcile.autoscale import Sizing
 from soperator.reconcile.scale_in import Plan
 from soperator.render.configs import placeholder_node_name
 from soperator.reconcile.drain_timeout import jobs_on
+from soperator.reconcile.evictions import write_evictable_labels
 from soperator.slurm import SlurmError, SlurmJob, SlurmNode, SlurmRestClient
 from soperator.slurm.nodes import NODE_STATES, NodeState
 
@@ -70,12 +71,13 @@ def workers_of(cluster: SlurmCluster, nodes: list[SlurmNode]) -> dict[str, Slurm
 def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], body: dict, seen: Observation,
                  plans: dict[str, Plan], pods: list[dict], waited: dict | None = None,
                  sizing: dict[str, Sizing] | None = None) -> tuple[list[dict], dict | None]:
-    """(status.nodeSets, status.slurmNodes); the worker pods' conditions written on the way. Slurm
+    """(status.nodeSets, status.slurmNodes); the worker pods' conditions and evictable labels written on the way. Slurm
     unknown: the counts last seen stay. `waited`: per node set, the jobs its scale-in waits for;
     `sizing`: the autoscaling node sets' plans."""
     old = {s.get("name"): s.get("slurm") for s in (body.get("status") or {}).get("nodeSets") or []}
     if seen.nodes is not None:
         write_pod_conditions(kube, pods, seen.nodes)
+        write_evictable_labels(kube, pods, seen.nodes)
     node_sets = []
     for node_set in cluster.spec.node_sets:
         entry = {"name": node_set.name, **counts[node_set.name]}

@@ -12,7 +12,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.api.slurm_config import uses_cgroups
 from soperator.api.spec import NodeSetSpec
 from soperator.node.layout import (CONTROLLER, LOGIN, NAMES, PATHS, PORTS, ROOT_KEYS_FILE, SLURM_CONFIGS, SLURMDBD,
-                                   SSH_HOST_KEY_TYPES, SSHD_CONFIG_FILE, PAM_SSHD_FILE)
+                                   SSH_HOST_KEY_TYPES, SSHD_CONFIG_FILE, PAM_SSHD_FILE, member_name)
 from soperator.render.common import Obj, content_hash, metadata, object_name
 
 # slurm.conf's power saving while a node set autoscales (templates/slurm.conf.j2). The programs do
@@ -79,7 +79,7 @@ def cloud_node_names(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
     """An autoscaling node set's Slurm records, as a hostlist: its pods' names up to autoscale.max, the
     StatefulSet's ordinals (render/worker.py names it alike)."""
     prefix, last = object_name(cluster, node_set.name), node_set.autoscale.max - 1
-    return f"{prefix}-0" if last == 0 else f"{prefix}-[0-{last}]"
+    return member_name(prefix, 0) if last == 0 else f"{prefix}-[0-{last}]"  # a hostlist of the members
 
 
 def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:

@@ -11,7 +11,7 @@ import yaml
 
 from soperator.keys import generate_jwt_key, generate_munge_key
 from soperator.kube import Kube
-from soperator.node.drains import SCALE_IN
+from soperator.node.drains import SCALE_IN, START_FAILED
 from soperator.reconcile import reconcile
 from soperator.render.configs import controller_host, slurm_files
 from tests.conftest import make_cluster
@@ -128,6 +128,29 @@ def test_a_job_grows_the_node_set_and_idle_nodes_go_back_to_powered_down(api, ku
     assert slurm.box.wait_job(job, 60)["JobState"] == "COMPLETED"
     _release(kube, kubectl, namespace, slurm, connect)
 
+    # A worker that does not start within the node set's resumeTimeout (here no slurmd comes for its
+    # pod) is given up: its record set down with the operator's reason, the job requeued by Slurm; then
+    # its pod goes and the record is powered down, idle for the next try.
+    _apply(kubectl, namespace, resumeTimeout=10)
+    job = slurm.run("sbatch", "--parsable", "-o", "/tmp/job-%j.out", "--wrap", "true").strip()
+    until(lambda: "POWERING_UP" in _state(slurm, FIRST)["State"], 30, "Slurm to power the node up for the job")
+    _pass(kube, namespace, connect)
+    until(lambda: FIRST in pods_of(kube, namespace), 60, "the StatefulSet's pod")
+    time.sleep(11)
+    _pass(kube, namespace, connect)
+    state = _state(slurm, FIRST)
+    assert state["State"].startswith("DOWN") and _reason(slurm, FIRST).startswith(f"{START_FAILED} in 10s: "), state
+    autoscaled = _status(kube, namespace)["conditions"]["Autoscaled"]
+    assert (autoscaled["status"], autoscaled["reason"]) == ("False", "StartFailed"), autoscaled
+    requeued = slurm.job(job)
+    assert (requeued["JobState"], requeued["Restarts"]) == ("PENDING", "1"), requeued
+    slurm.run("scancel", job)
+    _pass(kube, namespace, connect)
+    assert _replicas(kube, namespace) == 0
+    until(lambda: FIRST not in pods_of(kube, namespace), 60, "the given-up pod to go")
+    _pass(kube, namespace, connect)
+    until(lambda: _state(slurm, FIRST)["State"] == "IDLE+CLOUD+POWERED_DOWN", 40, "the record to power down")
+
     # min: 1 from zero: the operator powers the record up itself before its pod starts, and keeps
     # the worker whatever the idle time. The admin's drain is still there.
     _apply(kubectl, namespace, min=1)
@@ -145,8 +168,8 @@ def test_a_job_grows_the_node_set_and_idle_nodes_go_back_to_powered_down(api, ku
     assert _status(kube, namespace)["autoscale"]["message"].startswith("at min (1)")
     second = _state(slurm, SECOND)
     assert "DRAIN" in second["State"] and _reason(slurm, SECOND) == "admin: bad fan", second
-    # Nothing but the test's own min change touched the CR.
-    assert _body(kube, namespace, NAME)["metadata"]["generation"] == generation + 1
+    # Nothing but the test's own two changes (resumeTimeout, then min) touched the CR.
+    assert _body(kube, namespace, NAME)["metadata"]["generation"] == generation + 2
 
     # Switched to a fixed size while it has a worker: refused, with the field named, and nothing changed
     # (its records would meet the dynamic nodes of the same names).

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from soperator.kube import Kube
+from soperator.node.layout import EVICTABLE_LABEL
 from soperator.reconcile import reconcile
 from soperator.slurm import SlurmRestClient, mint_token
 from tests.kube.test_reconcile import _body, _finish_job
@@ -77,6 +78,8 @@ def test_status_and_pod_conditions_follow_slurm_and_survive_its_absence(api, kub
     drained = _condition(pods[REGISTERED])
     assert (drained["status"], drained["reason"]) == ("False", "Drained") and "bad dimm" in drained["message"]
     assert {_condition(pods[p])["reason"] for p in pods if p != REGISTERED} == {"NotRegistered"}
+    # The drained node's pod is the only one the workers' disruption budget lets an eviction take.
+    assert {p for p, pod in pods.items() if pod["metadata"]["labels"].get(EVICTABLE_LABEL) == "true"} == {REGISTERED}
 
     # Nothing changed in Slurm: nothing is written.
     writes = kube.writes
@@ -98,6 +101,11 @@ def test_status_and_pod_conditions_follow_slurm_and_survive_its_absence(api, kub
     assert kube.writes == writes + 2  # the status and a Warning event, nothing else
     events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
     assert any(e["reason"] == "Unreachable" and e["type"] == "Warning" for e in events)
+
+    # Resumed: no longer evictable.
+    rest_slurm.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")
+    reconcile(kube, _body(kube, namespace, NAME), connect)
+    assert EVICTABLE_LABEL not in pods_of(kube, namespace)[REGISTERED]["metadata"]["labels"]
 
 
 def _zero() -> dict[str, int]:

@@ -25,7 +25,8 @@ import pytest
 from images.build import build_all, image_ref
 from images.build import IMAGES as BUILD_ORDER
 from images.podman import PodmanError
-from soperator.node.drains import KUBE_NODE
+from soperator.node.drains import KUBE_NODE, START_FAILED
+from soperator.node.layout import EVICTABLE_LABEL
 from soperator.render.seccomp_profile import profile_json, pyxis_worker_profile_path
 from tests.cluster.node import NODE_IP
 from tests.kube.conftest import adopt_crd
@@ -179,7 +180,7 @@ def test_helm_install_ssh_sbatch_scale_and_uninstall(node_images, local_cluster,
         _accounting_records_jobs(kubectl, namespace, login, local_cluster, tools)
         _container_jobs_on_a_pyxis_node_set(kubectl, namespace, login, jail, tmp_path, local_cluster.node)
         _elastic_node_set_grows_for_a_job_and_shrinks_back(kubectl, namespace, login)
-        _cordon_drains_the_workers_and_uncordon_resumes_them(kubectl, namespace, login)
+        _cordon_drains_the_workers_and_uncordon_resumes_them(kubectl, api, namespace, login)
     finally:
         login.close()
 
@@ -286,16 +287,23 @@ def _job_state(login: Login, job: str) -> str:
     return login.run(f"scontrol -o show job {job}").split("JobState=")[1].split()[0]
 
 
+def _evict(api, namespace: str, pod: str) -> None:
+    """What `kubectl drain` sends for each pod; raises ApiException (429) where a budget refuses."""
+    from kubernetes import client
+    client.CoreV1Api(api).create_namespaced_pod_eviction(pod, namespace, client.V1Eviction(
+        metadata=client.V1ObjectMeta(name=pod, namespace=namespace)))
+
+
+def _eviction_refused(api, namespace: str, pod: str) -> None:
+    from kubernetes.client.exceptions import ApiException
+    with pytest.raises(ApiException) as refused:
+        _evict(api, namespace, pod)
+    assert refused.value.status == 429 and "disruption budget" in refused.value.body
+
+
 def _controller_is_not_evictable(api, namespace: str) -> None:
     """An eviction (what a Kubernetes node drain sends) cannot take slurmctld: its PodDisruptionBudget."""
-    from kubernetes import client
-    from kubernetes.client.exceptions import ApiException
-
-    controller = f"{NAME}-controller-0"
-    with pytest.raises(ApiException) as refused:
-        client.CoreV1Api(api).create_namespaced_pod_eviction(controller, namespace, client.V1Eviction(
-            metadata=client.V1ObjectMeta(name=controller, namespace=namespace)))
-    assert refused.value.status == 429 and "disruption budget" in refused.value.body
+    _eviction_refused(api, namespace, f"{NAME}-controller-0")
 
 
 def _scale_in_and_update_keep_jobs(kubectl, namespace: str, login: Login) -> None:
@@ -529,12 +537,16 @@ def _container_jobs_on_a_pyxis_node_set(kubectl, namespace: str, login: Login, j
 def _elastic_node_set_grows_for_a_job_and_shrinks_back(kubectl, namespace: str, login: Login) -> None:
     """An autoscaling node set on the real kubelet: from zero, a job for its partition makes Slurm
     power a record up, the operator starts its pod, and the job runs there with no change to the CR;
-    idle for its idle time, the worker is released and its record powered down again."""
+    idle for its idle time, the worker is released and its record powered down again. A worker whose
+    pod cannot be scheduled is given up after its node set's resumeTimeout, with the scheduler's words."""
     main = {"name": "main", "default": True}
     elastic = {"name": "elastic", "autoscale": {"max": 1, "idleSeconds": 10}}
+    stranded = {"name": "stranded", "autoscale": {"max": 1, "resumeTimeout": 10},
+                "scheduling": {"nodeSelector": {"soperator.test/nowhere": "true"}}}
     kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
-        {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}, elastic],
-                  "partitions": [main, {"name": "elastic", "nodeSets": ["elastic"]}]}}))
+        {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}, elastic, stranded],
+                  "partitions": [main, {"name": "elastic", "nodeSets": ["elastic"]},
+                                 {"name": "stranded", "nodeSets": ["stranded"]}]}}))
     node = f"{NAME}-elastic-0"
     # One line: the node is in main too (main spans every node set).
     state = f"sinfo -h -N -p elastic -n {node} -o %t"
@@ -549,31 +561,65 @@ def _elastic_node_set_grows_for_a_job_and_shrinks_back(kubectl, namespace: str, 
     assert body["metadata"]["generation"] == generation  # nobody touched the CR
     until(lambda: _replicas(kubectl, namespace, f"{NAME}-elastic") == 0, 180, "the idle worker released")
     until(lambda: login.run(state).strip() == "idle~", 120, "its record powered down")
+
+    lost = f"{NAME}-stranded-0"
+    job = login.run("sbatch --parsable -p stranded -o /dev/null --wrap true").strip()
+    why = f"sinfo -h -N -p stranded -n {lost} -o %E"
+    until(lambda: login.run(why).startswith(f"{START_FAILED} in 10s: "), 180, "the operator to give the worker up")
+    assert "didn't match Pod's node affinity/selector" in login.run(why)
+    fields = login.run(f"scontrol -o show job {job}")
+    assert "JobState=PENDING" in fields and int(fields.split("Restarts=")[1].split()[0]) >= 1, fields  # requeued
+    login.run(f"scancel {job}")
+    until(lambda: login.run(f"sinfo -h -N -p stranded -n {lost} -o %t").strip() == "idle~", 120,
+          "the given-up record powered down, idle")
+    assert _replicas(kubectl, namespace, f"{NAME}-stranded") == 0
     kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
         {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}], "partitions": [main]}}))
-    until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-elastic", check=False).returncode != 0,
-          180, "the elastic node set's StatefulSet to be deleted")
+    for gone in ("elastic", "stranded"):
+        until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-{gone}", check=False).returncode != 0,
+              180, f"the {gone} node set's StatefulSet to be deleted")
 
 
-def _cordon_drains_the_workers_and_uncordon_resumes_them(kubectl, namespace: str, login: Login) -> None:
-    """`kubectl cordon` of the Kubernetes node drains the Slurm nodes of the workers on it, with the
-    operator's reason; uncordon undoes only those drains: an admin's own stays."""
-    host = json.loads(kubectl("-n", namespace, "get", "pod", f"{NAME}-worker-0", "-o", "json").stdout)["spec"][
-        "nodeName"]
+def _cordon_drains_the_workers_and_uncordon_resumes_them(kubectl, api, namespace: str, login: Login) -> None:
+    """`kubectl drain`, step by step: its cordon drains the Slurm nodes of the workers on the node, with
+    the operator's reason (an admin's own drain stays); its eviction of a worker is refused while the
+    worker's job runs and accepted once the job ended and Slurm says drained. Uncordon undoes only the
+    operator's drains, and the evicted worker comes back and serves."""
+    worker = f"{NAME}-worker-0"
+    host = json.loads(kubectl("-n", namespace, "get", "pod", worker, "-o", "json").stdout)["spec"]["nodeName"]
+    job = login.run(f"sbatch --parsable -w {worker} -o /dev/null --wrap 'sleep 40'").strip()
+    until(lambda: _job_state(login, job) == "RUNNING", 60, "the job on the worker to run")
     login.run(f"scontrol update NodeName={NAME}-worker-1 State=DRAIN Reason='userpath: admin'")
 
     def reasons() -> dict[str, str]:
         return dict(line.split(" ", 1) for line in login.run("sinfo -h -N -p main -o '%N %E'").splitlines())
+
+    def evictable(pod: str) -> bool:
+        labels = json.loads(kubectl("-n", namespace, "get", "pod", pod, "-o", "json").stdout)["metadata"]["labels"]
+        return labels.get(EVICTABLE_LABEL) == "true"
     kubectl("cordon", host)
     try:
-        until(lambda: reasons().get(f"{NAME}-worker-0") == f"{KUBE_NODE} {host} cordoned", 60,
+        until(lambda: reasons().get(worker) == f"{KUBE_NODE} {host} cordoned", 60,
               "the operator to drain the cordoned node's workers")
         assert reasons()[f"{NAME}-worker-1"] == "userpath: admin"
+        assert _job_state(login, job) == "RUNNING"
+        _eviction_refused(api, namespace, worker)
+        until(lambda: _job_state(login, job) == "COMPLETED", 120, "the job to end")
+        until(lambda: evictable(worker), 60, "the operator to label the drained worker evictable")
+        assert evictable(f"{NAME}-worker-1")  # drained by its admin: no job can start there either
+        def uid() -> str:
+            return kubectl("-n", namespace, "get", "pod", worker, "-o", "jsonpath={.metadata.uid}", check=False).stdout
+        evicted = uid()
+        _evict(api, namespace, worker)
+        until(lambda: uid() not in ("", evicted), 120, "the StatefulSet's new pod for the evicted worker")
     finally:
         kubectl("uncordon", host)
-    until(lambda: login.run(f"sinfo -h -n {NAME}-worker-0 -o %t").strip() == "idle", 60, "the uncordon's resume")
+    until(lambda: login.run(f"sinfo -h -n {worker} -o %t").strip() == "idle", 240,
+          "the new pod's node in service after uncordon")
+    assert not evictable(worker)
     assert reasons()[f"{NAME}-worker-1"] == "userpath: admin"
     login.run(f"scontrol update NodeName={NAME}-worker-1 State=RESUME")
+    login.run(f"sbatch --wait -w {worker} -o /dev/null --wrap true")
 
 
 def _operator_pods(kubectl, namespace: str) -> list[str]:

@@ -40,7 +40,7 @@ def test_every_object_is_labelled_namespaced_and_owned(keys):
     objects = render_all(cluster, keys)
     kinds = sorted(o["kind"] for o in objects)
     assert kinds == ["ConfigMap", "ConfigMap", "Job", "NetworkPolicy", "NetworkPolicy", "PodDisruptionBudget",
-                     "PodDisruptionBudget",
+                     "PodDisruptionBudget", "PodDisruptionBudget",
                      "Secret", "Secret", "Secret", "Service", "Service", "Service", "Service", "Service",
                      "StatefulSet", "StatefulSet", "StatefulSet"]
     for obj in objects:
@@ -462,6 +462,21 @@ def test_evictions_never_take_the_controller_and_one_login_node_at_a_time():
     assert controller["maxUnavailable"] == 0 and login["maxUnavailable"] == 1
     assert controller["selector"]["matchLabels"]["app.kubernetes.io/component"] == "controller"
     assert login["selector"]["matchLabels"]["app.kubernetes.io/component"] == "login"
+
+
+def test_evictions_take_only_the_workers_labelled_evictable():
+    """The workers' budget covers every pod of every node set (its labels are a subset of each
+    template's) but those labelled evictable, and allows none of them to go."""
+    cluster = make_cluster(nodeSets=[{"name": "cpu", "replicas": 2}, {"name": "gpu", "replicas": 1}])
+    objects = _by_kind_name(render_all(cluster, None))
+    workers = objects[("PodDisruptionBudget", "demo-worker")]["spec"]
+    assert workers["maxUnavailable"] == 0
+    assert workers["selector"]["matchExpressions"] == [
+        {"key": "slurm.soperator.dev/evictable", "operator": "NotIn", "values": ["true"]}]
+    for name in ("demo-cpu", "demo-gpu"):
+        template = objects[("StatefulSet", name)]["spec"]["template"]["metadata"]["labels"]
+        assert workers["selector"]["matchLabels"].items() <= template.items()
+        assert "slurm.soperator.dev/evictable" not in template
 
 
 def test_slurmdbd_conf_carries_the_storage_and_refuses_a_password_it_cannot_hold():

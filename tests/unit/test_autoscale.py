@@ -3,9 +3,9 @@ power requests out. The real slurmctld proves the loop (tests/kube/test_autoscal
 from __future__ import annotations
 
 from soperator.api.spec import Autoscale
-from soperator.node.drains import SCALE_IN
+from soperator.node.drains import SCALE_IN, SLURM_RESUME_TIMEOUT, START_FAILED
 from soperator.node.layout import ENV
-from soperator.reconcile.autoscale import mode_changes, plan_autoscale
+from soperator.reconcile.autoscale import PodStart, mode_changes, plan_autoscale, pod_start
 from soperator.slurm import SlurmNode
 from tests.conftest import make_cluster
 
@@ -26,8 +26,9 @@ def _nodes(*states: str, busy_ago: int = 10) -> dict[str, SlurmNode]:
     return out
 
 
-def _pods(*ordinals: int) -> set[str]:
-    return {f"{P}-{i}" for i in ordinals}
+def _pods(*ordinals: int, age: int = 5, problem: str = "") -> dict[str, PodStart]:
+    """Pods of these ordinals, each created `age` seconds ago."""
+    return {f"{P}-{i}": PodStart(NOW - age, problem) for i in ordinals}
 
 
 def _plan(live, pods, nodes, scale=SCALE, hold=False):
@@ -35,9 +36,9 @@ def _plan(live, pods, nodes, scale=SCALE, hold=False):
 
 
 def test_from_zero_nothing_runs_until_slurm_powers_a_node_up_for_a_job():
-    plan = _plan(None, set(), _nodes(DOWN, DOWN, DOWN, DOWN))
+    plan = _plan(None, {}, _nodes(DOWN, DOWN, DOWN, DOWN))
     assert (plan.replicas, plan.power_up, plan.power_down, plan.powered_down) == (0, [], [], 4)
-    plan = _plan(0, set(), _nodes("ALLOCATED+CLOUD+NOT_RESPONDING+POWERING_UP", DOWN, DOWN, DOWN))
+    plan = _plan(0, {}, _nodes("ALLOCATED+CLOUD+NOT_RESPONDING+POWERING_UP", DOWN, DOWN, DOWN))
     assert (plan.replicas, plan.waiting) == (1, [f"{P}-0"]) and "jobs wait" in plan.reason
 
 
@@ -59,7 +60,7 @@ def test_a_node_is_released_only_after_the_idle_time_and_never_while_busy():
 
 def test_min_is_kept_and_powered_up_before_its_pods_start():
     scale = Autoscale(min=2, max=4, idle_seconds=60)
-    plan = _plan(None, set(), _nodes(DOWN, DOWN, DOWN, DOWN), scale)
+    plan = _plan(None, {}, _nodes(DOWN, DOWN, DOWN, DOWN), scale)
     assert (plan.replicas, plan.power_up) == (2, [f"{P}-0", f"{P}-1"])
     # Asked already: no second request, and the node counts as needed.
     plan = _plan(2, _pods(0, 1), _nodes("IDLE+CLOUD+POWER_UP+POWERED_DOWN", "IDLE+CLOUD", DOWN, DOWN, busy_ago=600), scale)
@@ -76,7 +77,7 @@ def test_released_records_are_powered_down_once_their_pods_are_gone_unless_someo
 
 def test_unknown_slurm_and_maintenance_keep_the_size():
     assert _plan(3, _pods(0, 1, 2), None).replicas == 3
-    assert _plan(None, set(), None, Autoscale(min=1, max=2)).replicas == 1
+    assert _plan(None, {}, None, Autoscale(min=1, max=2)).replicas == 1
     plan = _plan(2, _pods(0, 1), _nodes("IDLE+CLOUD+DRAIN:soperator: maintenance", "IDLE+CLOUD", DOWN, DOWN,
                                         busy_ago=600), hold=True)
     assert (plan.replicas, plan.power_down) == (2, []) and plan.reason.startswith("maintenance")
@@ -98,3 +99,46 @@ def test_a_node_set_switches_between_replicas_and_autoscale_only_at_zero_workers
     assert mode_changes(elastic.spec.node_sets, {"cpu": _live(False, 0)}) == []  # at zero: free to switch
     assert mode_changes(elastic.spec.node_sets, {"cpu": _live(True, 2)}) == []
     assert mode_changes(elastic.spec.node_sets, {}) == []
+
+
+UP = "ALLOCATED+CLOUD+NOT_RESPONDING+POWERING_UP"
+
+
+def test_a_worker_that_does_not_start_within_resume_timeout_is_given_up_with_why():
+    scale = Autoscale(max=4, resume_timeout=60)
+    waiting = _nodes(UP, UP, DOWN, DOWN)
+    pods = {**_pods(0, age=61, problem="0/3 nodes are available: 3 Insufficient nvidia.com/gpu."), **_pods(1, age=59)}
+    plan = _plan(2, pods, waiting, scale)
+    assert plan.give_up == {f"{P}-0": f"{START_FAILED} in 60s: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}
+    assert plan.replicas == 2  # until Slurm has it down: the pod stays this pass
+    # No resumeTimeout: Slurm's own limit is the only one.
+    assert _plan(2, pods, waiting).give_up == {}
+    # Registered in time: nothing to give up.
+    assert _plan(2, pods, _nodes("ALLOCATED+CLOUD", UP, DOWN, DOWN), scale).give_up == {}
+
+
+def test_a_given_up_record_lets_its_pod_go_and_is_powered_down_once_the_pod_is_gone():
+    ours = f"DOWN+CLOUD+NOT_RESPONDING+POWERING_UP:{START_FAILED} in 60s: image pull"
+    plan = _plan(1, _pods(0, age=90), _nodes(ours, DOWN, DOWN, DOWN), Autoscale(max=4, resume_timeout=60))
+    assert (plan.replicas, plan.give_up, plan.power_down) == (0, {}, [])
+    plan = _plan(0, {}, _nodes(ours, DOWN, DOWN, DOWN))
+    assert (plan.replicas, plan.power_down) == (0, [f"{P}-0"])
+    # Slurm's own ResumeTimeout leaves the record down and powered down: it too is made idle again,
+    # while an admin's down stays as it is.
+    plan = _plan(0, {}, _nodes(f"DOWN+CLOUD+POWERED_DOWN:{SLURM_RESUME_TIMEOUT}", "DOWN+CLOUD+POWERED_DOWN:admin: psu",
+                               "IDLE+CLOUD+POWERING_DOWN", DOWN))
+    assert plan.power_down == [f"{P}-0"]
+    # Powering down already: not asked again.
+    assert _plan(0, {}, _nodes(f"IDLE+CLOUD+POWERING_DOWN:{START_FAILED} in 60s", DOWN, DOWN, DOWN)).power_down == []
+
+
+def test_what_holds_a_pod_back_is_read_from_its_status():
+    unschedulable = {"metadata": {"creationTimestamp": "2027-01-15T08:00:00Z"}, "status": {"conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes are available"}]}}
+    assert pod_start(unschedulable) == PodStart(1_800_000_000.0, "0/1 nodes are available")
+    pulling = {"metadata": {"creationTimestamp": "2027-01-15T08:00:00Z"}, "status": {
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "initContainerStatuses": [{"name": "munge", "state": {"running": {}}}],
+        "containerStatuses": [{"name": "slurmd", "state": {"waiting": {"reason": "ImagePullBackOff"}}},
+                              {"name": "sidecar", "state": {"waiting": {"reason": "ContainerCreating"}}}]}}
+    assert pod_start(pulling).problem == "container slurmd: ImagePullBackOff"
