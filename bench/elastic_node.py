@@ -45,7 +45,9 @@ def job_state(b: Bench, job: str) -> str:
 
 
 def node(b: Bench, name: str, field: str) -> str:
-    return slurm(b, "sinfo", "-h", "-N", "-n", name, "-o", field).splitlines()[0].strip()
+    """'' until slurmctld knows the node (slurm.conf's records arrive with a reconfigure)."""
+    lines = slurm(b, "sinfo", "-h", "-N", "-n", name, "-o", field).splitlines()
+    return lines[0].strip() if lines else ""
 
 
 def submit(b: Bench, *argv: str) -> str:

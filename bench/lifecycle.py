@@ -20,9 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
-from bench.local_node import on_a_local_node
+from bench.local_node import installed, on_a_local_node
 from soperator.node.layout import NODE_SET_LABEL, PORTS
 from tests.cluster.local import LocalCluster
 from tests.cluster.tools import ensure_tools
@@ -133,12 +132,7 @@ def install(cluster: LocalCluster) -> Bench:
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "id_ed25519"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-        args = SimpleNamespace(kubeconfig=cluster.plane.kubeconfig, namespace=NAMESPACE, cluster_name=NAME,
-                               volumes_dir=cluster.volumes, workers=2, jail_size="8Gi",
-                               ssh_key=key.with_suffix(".pub"), set_operator=["resyncSeconds=5"], timeout=900,
-                               on="local", slurm_version=None, accounting=False, nodes=1)
-        quickstart.install_charts(args)
-        quickstart.wait_ready(args)
+        installed(cluster, NAME, key)
     return Bench(cluster.plane.kubeconfig)
 
 

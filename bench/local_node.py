@@ -62,14 +62,14 @@ def bench_node(cluster: LocalCluster, rounds: int = 3) -> dict:
     return {"node_ready_s": [round(s, 2) for s in seconds], "median_s": round(statistics.median(seconds), 2)}
 
 
-def _installed(cluster: LocalCluster, name: str, key: Path, slurm_version: str | None = None,
+def installed(cluster: LocalCluster, name: str, key: Path, slurm_version: str | None = None,
                accounting: bool = False, nodes: int = 1) -> tuple[SimpleNamespace, list[str]]:
     """The quick start's charts installed and ready; (its arguments, the ssh command to its login node).
     `nodes=2`: with the node set on the VM node, which must run already."""
     args = SimpleNamespace(kubeconfig=cluster.plane.kubeconfig, namespace="bench", cluster_name=name,
                            volumes_dir=cluster.volumes, workers=2 if nodes == 1 else 1, jail_size="8Gi",
                            ssh_key=key.with_suffix(".pub"), set_operator=["resyncSeconds=5"], timeout=1200, on="local",
-                           slurm_version=slurm_version, accounting=accounting, nodes=nodes)
+                           slurm_version=slurm_version, accounting=accounting, nodes=nodes, values=[])
     quickstart.install_charts(args)
     quickstart.wait_ready(args)
     host, port, _ = quickstart.login_address(args)
@@ -79,7 +79,7 @@ def _installed(cluster: LocalCluster, name: str, key: Path, slurm_version: str |
 
 def _first_job(cluster: LocalCluster, name: str, key: Path) -> dict:
     began = time.monotonic()
-    args, ssh = _installed(cluster, name, key)
+    args, ssh = installed(cluster, name, key)
     phases = dict(args.phase_seconds)
     while "2 idle" not in subprocess.run([*ssh, "sinfo -h -o '%D %t'"], capture_output=True, text=True).stdout:
         time.sleep(0.5)
@@ -110,7 +110,7 @@ def bench_config(cluster: LocalCluster, rounds: int = 3) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "id_ed25519"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-        args, ssh = _installed(cluster, "conf", key)
+        args, ssh = installed(cluster, "conf", key)
         for i in range(rounds):  # at most 9: `scontrol` writes 1:00:00 as 01:00:00
             hours = f"{i + 1}:00:00"
             spec = {"spec": {"partitions": [{"name": "main", "default": True, "maxTime": hours}]}}
@@ -159,7 +159,7 @@ def bench_upgrade(cluster: LocalCluster) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "id_ed25519"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-        args, _ = _installed(cluster, "upg", key, slurm_version="24.11", accounting=True)
+        args, _ = installed(cluster, "upg", key, slurm_version="24.11", accounting=True)
         kubectl = Kubectl(ensure_tools()["kubectl"], cluster.plane.kubeconfig)
         port = int(kubectl("-n", "bench", "get", "service", "upg-login", "-o", "jsonpath={.spec.ports[0].nodePort}").stdout)
         login = Login(NODE_IP, port, paramiko.Ed25519Key.from_private_key_file(str(key)), timeout=120)

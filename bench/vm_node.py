@@ -78,7 +78,7 @@ def bench_steps(cluster: LocalCluster, rounds: int = 5) -> dict:
     import tempfile
     from pathlib import Path
 
-    from bench.local_node import _install_images, _installed
+    from bench.local_node import _install_images, installed
     from tests.support.wait import until
 
     _install_images(cluster)
@@ -86,7 +86,7 @@ def bench_steps(cluster: LocalCluster, rounds: int = 5) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "id_ed25519"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-        _, ssh = _installed(cluster, "two", key, nodes=2)
+        _, ssh = installed(cluster, "two", key, nodes=2)
 
         def login(command: str) -> str:
             return subprocess.run([*ssh, command], capture_output=True, text=True, check=True).stdout
