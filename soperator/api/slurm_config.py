@@ -183,8 +183,9 @@ class HealthCheck(ApiModel):
 
     program: Optional[ProgramPath] = Field(
         default=None, description="a program in the jail (e.g. NHC's /usr/sbin/nhc), which every worker's slurmd "
-        "runs there as root, confined as a job step is (no CAP_SYS_ADMIN), never on the node's root; it drains "
-        "its node itself (scontrol update ... state=drain) when it finds a fault")
+        "runs there as root, confined as a job step is (no CAP_SYS_ADMIN), never on the node's root. Its exit code "
+        "is the verdict: non-zero drains the node, its last line the reason; zero undoes only that drain. It may "
+        "also drain its node itself (scontrol update ... state=drain), a drain soperator never undoes")
     interval: int = Field(default=0, ge=0, le=UINT16_MAX, description="seconds; 0 with no program: no health check")
     node_states: list[NodeStateName] = Field(default_factory=lambda: ["ANY"], min_length=1, max_length=6,
                                              json_schema_extra=cel((

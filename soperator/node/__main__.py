@@ -26,8 +26,8 @@ def write_termination_message(message: str) -> None:
 
 def main(argv: list[str]) -> int:
     role = argv[0] if argv else os.environ.get(ENV.component, "")
-    if role == "health-check":  # slurmd's HealthCheckProgram: exec'd in the jail, supervises nothing
-        return health_check.run(JAIL, PATHS.jail_lib)
+    if role == "health-check":  # slurmd's HealthCheckProgram: runs it in the jail, supervises nothing
+        return health_check.run(JAIL, PATHS.jail_lib, act=health_check.verdict)
     if role == "session-limits":  # pam_exec's, in sshd's session setup on login nodes
         return session_limits.main(argv[1:])
     if role not in ROLES and role not in ONE_SHOT:

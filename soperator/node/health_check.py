@@ -5,13 +5,24 @@ the node's root: if the jail cannot be entered, nothing runs and slurmd logs why
 
 slurmd runs HealthCheckProgram as root with no arguments and an environment of its own
 (SLURMD_NODENAME, SLURM_NODE_IS_HEALTHY), so the program's path comes from a file the worker
-entrypoint writes from the pod's environment (PATHS.health_check_program)."""
+entrypoint writes from the pod's environment (PATHS.health_check_program).
+
+The verdict is the program's exit code, as with NHC. A child process enters the jail and execs the
+program; this one stays in the worker's container, where scontrol reaches slurmctld, and acts on the
+result: a failure (or a jail the check cannot enter) drains the node, reason drains.HEALTH_CHECK and
+the program's last line; a pass undoes only such a drain. A drain anyone else made (an admin's, or the
+program's own `scontrol update`) is never replaced or undone. A missing program file (a pod older than
+spec.healthCheck) or a program missing from the jail is no fault of the node: nothing is drained."""
 from __future__ import annotations
 
 import ctypes
 import os
+from typing import Callable
 
+from .drains import HEALTH_CHECK, owned
+from .fresh_boot import Record, record
 from .layout import PATHS
+from .scontrol import scontrol
 
 # What the program gets: slurmd's variables, and a PATH for the jail's tools (none in slurmd's).
 PASSED = ("SLURMD_NODENAME", "SLURM_NODE_IS_HEALTHY")
@@ -46,15 +57,80 @@ def enter(jail: str, lib_path: str) -> None:
             raise NotRun(f"{what}: {err.value.decode(errors='replace')}")
 
 
-def run(jail: str, lib_path: str, program_file: str = PATHS.health_check_program) -> int:
-    """Exec the program in the jail; on failure print why (slurmd logs a health check's output) and
-    return non-zero, having run nothing."""
+NOT_RUN = "health-check: not run (nothing ran on the node's root either): "
+JAIL_FAILED, EXEC_FAILED = 126, 127  # the child's exit codes when the program could not start
+
+
+def run(jail: str, lib_path: str, program_file: str = PATHS.health_check_program,
+        act: Callable[[str, int, str], None] | None = None) -> int:
+    """Run the program in the jail; `act` (verdict, in the worker) takes the node's name, the exit code
+    and the output. Returns the exit code (non-zero, having run nothing, when it could not be run)."""
     try:
         path = program(program_file)
-        enter(jail, lib_path)
-        env = {k: os.environ[k] for k in PASSED if k in os.environ} | {"PATH": PATH}
-        os.execve(path, [path], env)
-    except (NotRun, OSError) as exc:
-        print(f"soperator: health check not run (nothing ran on the node's root either): {exc}", flush=True)
+    except NotRun as exc:
+        print(f"{NOT_RUN}{exc}", flush=True)
         return 1
-    return 1  # not reached: execve returns only by raising
+    code, output = _run_in_jail(jail, lib_path, path)
+    print(output, end="", flush=True)  # slurmd logs what its HealthCheckProgram says
+    node = os.environ.get("SLURMD_NODENAME")
+    # A program missing from the jail is the spec's or the jail's fault, not this node's.
+    if act and node and code != EXEC_FAILED:
+        act(node, code, output)
+    return code
+
+
+def _run_in_jail(jail: str, lib_path: str, path: str) -> tuple[int, str]:
+    """(exit code, its output, stdout and stderr together)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the caller
+        code = JAIL_FAILED
+        try:
+            os.close(read)
+            os.dup2(write, 1)
+            os.dup2(write, 2)
+            enter(jail, lib_path)
+            code = EXEC_FAILED
+            env = {k: os.environ[k] for k in PASSED if k in os.environ} | {"PATH": PATH}
+            os.execve(path, [path], env)
+        except (NotRun, OSError) as exc:
+            os.write(2, f"{NOT_RUN}{exc}\n".encode(errors="replace"))
+        finally:
+            os._exit(code)
+    os.close(write)
+    chunks = []
+    with os.fdopen(read, "rb") as out:
+        while chunk := out.read(65536):
+            chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), b"".join(chunks).decode(errors="replace")
+
+
+def reason(code: int, output: str) -> str:
+    """The drain reason of a failed check: its last line says why (NHC ends with its finding)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    said = lines[-1] if lines else (f"exit code {code}" if code > 0 else f"killed by signal {-code}")
+    return f"{HEALTH_CHECK}: {said}"[:256]
+
+
+def decision(node: Record, code: int, output: str) -> list[str]:
+    """The scontrol update arguments the check's result asks for; [] for none."""
+    ours = owned(node.state, node.reason, HEALTH_CHECK)
+    if code == 0:
+        return [f"NodeName={node.name}", "State=RESUME"] if ours else []
+    why = reason(code, output)
+    if "DRAIN" in node.state and not (ours and node.reason != why):
+        return []  # someone else's drain, or already ours for this reason
+    return [f"NodeName={node.name}", "State=DRAIN", f"Reason={why}"]
+
+
+def verdict(node: str, code: int, output: str) -> None:
+    """Apply the decision to the node as slurmctld has it now; Slurm's state unknown: nothing (the next
+    run asks again)."""
+    current, failure = record(node)
+    if failure or current is None:
+        print(f"health-check: verdict not applied, slurmctld did not say: {failure or 'no record'}")
+        return
+    update = decision(current, code, output)
+    if update:
+        scontrol("update", *update)

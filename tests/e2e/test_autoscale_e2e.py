@@ -6,12 +6,13 @@ powered the node up for a job, stops it as a released pod stops, and powers the 
 The worker's entrypoint takes over a CLOUD record that Slurm is powering up for a job (its jobs wait
 for this container: not a dead container's), its slurmd registers under the pod's name from the
 container's own address, the job runs in the jail, and the same record is resumed by the next job in
-a new container."""
+a new container; a rollout's new container takes the drained record over and serves once resumed."""
 from __future__ import annotations
 
 import pytest
 
 from images.podman import podman
+from soperator.node.drains import UPDATE
 from tests.support.e2e_cluster import running
 from tests.support.wait import until
 
@@ -70,3 +71,21 @@ def test_a_cloud_record_powered_up_for_a_job_registers_runs_it_and_is_resumed_ag
     out = _run_job_on_a_new_worker(cluster, "second")
     assert out.splitlines()[-1] == NODE, out
     assert _state(NODE) in ("IDLE+CLOUD", "MIXED+CLOUD", "ALLOCATED+CLOUD", "IDLE+CLOUD+COMPLETING"), _state(NODE)
+
+    # A rollout replaces the running worker as the operator does it: drained with its reason, the pod
+    # gone once drained, a new one started. Its slurmd (-b: it reports a boot) takes over the record,
+    # which is not powering up; Slurm does not call a drained node's boot unexpected, so it stays
+    # drained, not DOWN, until the operator's resume, and then runs a job.
+    _ctl("scontrol", "update", f"NodeName={NODE}", "State=DRAIN", f"Reason={UPDATE} of node set cpu")
+    until(lambda: _state(NODE) == "IDLE+CLOUD+DRAIN", 60, "the worker drained")
+    podman("stop", "-t", "30", NODE)
+    podman("rm", NODE)
+    cluster.containers.remove(NODE)
+    cluster.start(NODE, cluster.pod("StatefulSet", "e2e-cpu"))
+    until(lambda: f"node {NODE} held no job" in podman("logs", NODE).stderr, 60, "the new worker's take-over")
+    until(lambda: _ctl("sinfo", "-h", "-N", "-n", NODE, "-o", "%t").strip() == "drain", 60,
+          "the new slurmd registered, the record still drained")
+    _ctl("scontrol", "update", f"NodeName={NODE}", "State=RESUME")
+    job = _ctl("sbatch", "--parsable", "-w", NODE, "-o", "/root/elastic-rolled.out", "--wrap", "hostname").strip()
+    until(lambda: "JobState=COMPLETED" in _ctl("scontrol", "-o", "show", "job", job), 60, "a job on the new worker")
+    assert (cluster.jail / "root" / "elastic-rolled.out").read_text().strip() == NODE

@@ -1,6 +1,7 @@
 """spec.healthCheck on real slurmctld and slurmd containers: the program is a path in the jail, run
 there by slurmd's HealthCheckProgram as root confined as a job step (not on the node's root), and it
-can do what a site's health check does: drain its node with a reason."""
+can do what a site's health check does: drain its node with a reason. Its exit code is its verdict:
+a failure drains the node with its last line, a pass undoes only that drain."""
 from __future__ import annotations
 
 import re
@@ -8,6 +9,7 @@ import re
 import pytest
 
 from images.podman import podman
+from soperator.node.drains import HEALTH_CHECK
 from tests.support.e2e_cluster import running
 from tests.support.wait import until
 
@@ -23,6 +25,10 @@ SITE_HEALTH = """#!/bin/sh
   echo "$SLURMD_NODENAME"; } > /var/tmp/health.$$ && mv /var/tmp/health.$$ /var/tmp/health-report
 if [ -e /etc/site-unhealthy ]; then
   scontrol update nodename="$SLURMD_NODENAME" state=drain reason="site-health: $(cat /etc/site-unhealthy)"
+fi
+echo run >> /var/tmp/health-runs
+if [ -e /etc/site-failing ]; then
+  echo "checking gpus"; echo "gpu 3: $(cat /etc/site-failing)"; exit 1
 fi
 """
 
@@ -56,12 +62,31 @@ def test_the_health_check_runs_in_the_jail_and_can_drain_its_node(cluster):
     assert (uid, node) == ("0", "e2e-worker-0")
     assert re.search(r"HealthCheckProgram\s+= /opt/soperator/bin/health-check\n", ctl("scontrol", "show", "config"))
 
+    runs = cluster.jail / "var" / "tmp" / "health-runs"
+
+    def two_more_runs():
+        seen = len(runs.read_text().splitlines())
+        return lambda: len(runs.read_text().splitlines()) >= seen + 2
+
+    def idle() -> bool:
+        return ctl("sinfo", "-h", "-N", "-o", "%t", "-n", "e2e-worker-0").strip() == "idle"
+
+    # The program drains its node itself (and exits 0): a drain the wrapper never undoes.
     (cluster.jail / "etc" / "site-unhealthy").write_text("disk")
     until(lambda: "Reason=site-health: disk" in ctl("scontrol", "show", "node", "e2e-worker-0"), 60,
           "the health check to drain its node")
     assert "DRAIN" in ctl("sinfo", "-h", "-N", "-o", "%T", "-n", "e2e-worker-0").upper()
     (cluster.jail / "etc" / "site-unhealthy").unlink()
+    until(two_more_runs(), 60, "two more runs of the check, passing")
+    assert "Reason=site-health: disk" in ctl("scontrol", "show", "node", "e2e-worker-0")
     ctl("scontrol", "update", "nodename=e2e-worker-0", "state=resume")
-    until(lambda: ctl("sinfo", "-h", "-N", "-o", "%t", "-n", "e2e-worker-0").strip() == "idle", 60, "idle again")
+    until(idle, 60, "idle again")
+
+    # A failing check (exit 1) drains its node, its last line the reason; passing again, it resumes it.
+    (cluster.jail / "etc" / "site-failing").write_text("xid 79")
+    until(lambda: f"Reason={HEALTH_CHECK}: gpu 3: xid 79" in ctl("scontrol", "show", "node", "e2e-worker-0"), 60,
+          "the failing check to drain its node")
+    (cluster.jail / "etc" / "site-failing").unlink()
+    until(idle, 60, "the passing check to resume its node")
     step = ctl("srun", "-N1", "--chdir=/tmp", "cat", "/etc/soperator-jail-release")
     assert step.startswith("soperator jail")

@@ -14,8 +14,9 @@ from soperator.kube import Kube
 from soperator.node.drains import KUBE_NODE
 from soperator.reconcile import reconcile
 from tests.kube.test_reconcile import _body
-from tests.kube.test_slurm_status import connect_to, start_cluster
+from tests.kube.test_slurm_status import connect_to, pods_of, start_cluster
 from tests.support.rest_slurm import NAME, REGISTERED
+from tests.support.wait import until
 
 pytestmark = [pytest.mark.kube, pytest.mark.slurm]
 HOST = "soperator-test-node-ops"
@@ -80,9 +81,15 @@ def test_cordon_not_ready_and_a_deleted_node_reach_slurm(api, kubectl, crd_insta
         assert slurm() == ("drain", "admin: fan")
         rest_slurm.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")
 
+        bound = pods_of(kube, namespace)[REGISTERED]["metadata"]["uid"]
         kubectl("delete", "node", HOST, "--wait=true")
         step()
         assert slurm() == ("down", f"{KUBE_NODE} {HOST} gone")
+        # Kubernetes' part: the pod garbage collector deletes the pod of a node that is gone, and the
+        # StatefulSet makes it again, to be placed wherever it fits.
+        until(lambda: pods_of(kube, namespace).get(REGISTERED, {}).get("metadata", {}).get("uid", bound) != bound,
+              180, "the pod of the deleted node made again")
+        assert not pods_of(kube, namespace)[REGISTERED]["spec"].get("nodeName")
     finally:
         kubectl("delete", "node", HOST, "--ignore-not-found")
         rest_slurm.box.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")  # refused if idle
