@@ -17,8 +17,11 @@ from tests.support.ssh_session import Login
 from tests.support.wait import until
 
 PARTS = ("accounting", "controller", "workers", "login")
-# Long enough to be running when the workers' turn comes (slurmdbd and slurmctld move first).
-RUNNING_JOB_SECONDS = 150
+# The long job runs until this file exists in the jail: the scenario writes it once it has seen the job
+# RUNNING on an old slurmd under the new slurmctld, however long slurmdbd and slurmctld took to move
+# (a fixed sleep raced them on a slow machine). Its time limit keeps a failed run from leaving it behind.
+RELEASE_FILE = "/root/upgrade/release"
+RUNNING_JOB_LIMIT_MINUTES = 30
 
 
 @dataclass
@@ -94,8 +97,9 @@ def upgrade(kubectl, namespace: str, name: str, login: Login, new: str = "26.05"
     login.run("mkdir -p /root/upgrade")
     history = login.run("sbatch --parsable --wait -o /dev/null --wrap true").strip()
     until(lambda: _sacct(login, history) == "COMPLETED|0:0", 120, "the first job's record in sacct", interval=2)
-    running = login.run(f"sbatch --parsable -N1 -o /root/upgrade/running.out --wrap 'sleep {RUNNING_JOB_SECONDS}; "
-                        "echo done'").strip()
+    login.run(f"rm -f {RELEASE_FILE}")
+    running = login.run(f"sbatch --parsable -N1 -t {RUNNING_JOB_LIMIT_MINUTES} -o /root/upgrade/running.out --wrap "
+                        f"'while [ ! -e {RELEASE_FILE} ]; do sleep 1; done; echo done'").strip()
     until(lambda: "JobState=RUNNING" in login.run(f"scontrol -o show job {running}"), 120, "the long job to run")
     # Both workers: it waits for the long job's node, and runs once it is free.
     queued = login.run("sbatch --parsable -N2 -o /root/upgrade/queued.out --wrap 'srun hostname'").strip()
@@ -125,6 +129,8 @@ def upgrade(kubectl, namespace: str, name: str, login: Login, new: str = "26.05"
                 if releases.get("controller") == [new] and old:
                     state = login.run(f"scontrol -o show job {running}").split("JobState=")[1].split()[0]
                     out.mixed.append((releases["controller"], versions, state))
+                    if state == "RUNNING":
+                        login.run(f"touch {RELEASE_FILE}")  # seen: its node may move now
             except AssertionError:
                 pass  # slurmctld restarting: no answer this time
             except (OSError, EOFError, paramiko.SSHException):
