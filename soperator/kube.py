@@ -145,6 +145,17 @@ class Kube:
             return False
         return True
 
+    def patch_node(self, name: str, patch: dict) -> str | None:
+        """Merge-patch a Kubernetes node; None when done, else why not (gone, or not allowed)."""
+        self._count("patch", "Node")
+        try:
+            self._res("v1", "Node").patch(name=name, body=patch, content_type="application/merge-patch+json")
+        except NotFoundError:
+            return f"node {name} is gone"
+        except ForbiddenError as exc:
+            return f"not allowed to patch node {name}: {exc.summary()}"
+        return None
+
     def log_tail(self, namespace: str, pod: str, container: str, lines: int = 40) -> str:
         """The container's last lines, else its previous run's (one waiting to restart has none);
         '' when neither can be read: no such pod (404) or no such run yet (400). Anything else, a

@@ -8,8 +8,8 @@ from typing import Literal, Optional
 from pydantic import AfterValidator, ConfigDict, Field, ValidationInfo, field_validator
 from typing_extensions import Annotated
 
-from soperator.api.common import ApiModel, cel, refuse_duplicates
-from soperator.api.fields import MAX_SAFE_INTEGER
+from soperator.api.common import ApiModel, cel, refuse_duplicates, unique_rule
+from soperator.api.fields import MAX_SAFE_INTEGER, QUALIFIED_NAME_PATTERN
 from soperator.api.grammar import PlugStackLine, SlurmListItem, SlurmName, SlurmTime, extra_keys
 from soperator.api.paths import ProgramPath
 
@@ -168,14 +168,43 @@ class PlugStack(ApiModel):
         return custom
 
 
+# A Kubernetes condition type: a qualified name (metav1.Condition's rule).
+NodeConditionType = Annotated[str, Field(min_length=1, max_length=316, pattern=QUALIFIED_NAME_PATTERN)]
 NodeStateName = Literal["IDLE", "ALLOC", "MIXED", "ANY", "CYCLE", "START_ONLY", "REBOOT_ONLY"]
 # Run only when slurmd starts, or only after a reboot: Slurm 26.05 stops (fatal) when either is given
 # with any other state.
 ALONE_STATES = ("START_ONLY", "REBOOT_ONLY")
 
 
+class ActiveCheck(ApiModel):
+    """A check run as a Slurm job, alone on each idle node of its node sets, once every everySeconds."""
+
+    name: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
+    program: ProgramPath = Field(description="a program in the jail, run as root in a job step (confined as one): "
+                                 "exit 0 passes; anything else fails, its last line the reason")
+    every_seconds: int = Field(ge=10, le=31_536_000, description="how often a round starts (required: a check "
+                               "with no schedule never runs)")
+    node_sets: list[Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]] = \
+        Field(default_factory=list, max_length=16, description="where it runs (spec.nodeSets names); none: every "
+              "node set", json_schema_extra=cel(("self.all(a, self.exists_one(b, b == a))",
+                                                 "a node set is listed twice")))
+    gpus_only: bool = Field(default=False, description="only on node sets with GPUs (nodeSets[].gpus), e.g. "
+                            "nvidia-smi or DCGM diagnostics")
+    action: Literal["Drain", "Comment"] = Field(default="Drain", description="on failure: drain the node with the "
+                                                "reason, or only set it as the node's comment")
+    time_limit_minutes: int = Field(default=10, ge=1, le=1440, description="its job's time limit: a check that "
+                                    "runs longer fails (TIMEOUT)")
+
+    @field_validator("node_sets")
+    @classmethod
+    def _once_each(cls, node_sets: list[str]) -> list[str]:
+        refuse_duplicates(node_sets)
+        return node_sets
+
+
 class HealthCheck(ApiModel):
-    """Slurm's HealthCheckProgram, run by every slurmd. A program needs an interval, and the reverse."""
+    """Slurm's HealthCheckProgram, run by every slurmd (a program needs an interval, and the reverse),
+    and the Kubernetes node conditions that drain the workers on a node."""
 
     model_config = ConfigDict(json_schema_extra=cel(
         ("has(self.program) == (has(self.interval) && self.interval > 0)",
@@ -187,6 +216,13 @@ class HealthCheck(ApiModel):
         "is the verdict: non-zero drains the node, its last line the reason; zero undoes only that drain. It may "
         "also drain its node itself (scontrol update ... state=drain), a drain soperator never undoes")
     interval: int = Field(default=0, ge=0, le=UINT16_MAX, description="seconds; 0 with no program: no health check")
+    kubernetes_node_conditions: list[NodeConditionType] = Field(
+        default_factory=list, max_length=16, description="Kubernetes node condition types (e.g. node-problem-"
+        "detector's KernelDeadlock, ReadonlyFilesystem, or a GPU monitor's): while one is True on a node, the Slurm "
+        "nodes of the workers there are drained with its type and message; once it clears, that drain is undone",
+        json_schema_extra=cel(("self.all(a, self.exists_one(b, b == a))", "a condition type is listed twice"),
+                              ("!self.exists(t, t == 'Ready')", "Ready is followed already (a node not ready drains "
+                                                                "its workers)")))
     node_states: list[NodeStateName] = Field(default_factory=lambda: ["ANY"], min_length=1, max_length=6,
                                              json_schema_extra=cel((
         f"size(self) == 1 || !self.exists(s, s in {list(ALONE_STATES)})",
@@ -199,6 +235,25 @@ class HealthCheck(ApiModel):
         if alone and len(states) > 1:
             raise ValueError(f"{alone[0]} stands alone: Slurm refuses to start with it and any other state")
         return states
+
+    active: list[ActiveCheck] = Field(
+        default_factory=list, max_length=16, description="checks run as Slurm jobs on idle nodes, never beside "
+        "a user's job; results in status.healthChecks and in events",
+        json_schema_extra=cel(unique_rule("name", "duplicate check name")))
+
+    @field_validator("active")
+    @classmethod
+    def _names_once(cls, active: list[ActiveCheck]) -> list[ActiveCheck]:
+        refuse_duplicates([c.name for c in active], "duplicate check name {!r}")
+        return active
+
+    @field_validator("kubernetes_node_conditions")
+    @classmethod
+    def _conditions(cls, types: list[str]) -> list[str]:
+        refuse_duplicates(types, "{!r} is listed twice")
+        if "Ready" in types:
+            raise ValueError("Ready is followed already (a node not ready drains its workers)")
+        return types
 
     @field_validator("interval")
     @classmethod

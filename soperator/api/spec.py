@@ -16,6 +16,7 @@ from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, Annotatio
 from soperator.api.grammar import GRES_NAME_PATTERN, GresDeviceFiles, GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath, overlap_rule, overlapping
 from soperator.api.slurm_config import CgroupConfig, HealthCheck, Partition, PlugStack, SlurmConfig
+from soperator.api.topology import TopologySpec
 from soperator.node.layout import CONTROLLER, DATABASE, LOGIN, POPULATE_JAIL, PORTS, SLURMDBD
 
 
@@ -324,6 +325,11 @@ class NodeSetSpec(ComponentBase):
     pyxis: Pyxis = Field(default_factory=Pyxis, description="container jobs (srun/sbatch --container-image)")
     autoscale: Optional[Autoscale] = Field(
         default=None, description="size the node set by demand (Slurm's power saving) instead of replicas")
+    replace_unhealthy: bool = Field(
+        default=False, description="move a worker off a Kubernetes node where one of healthCheck."
+        "kubernetesNodeConditions is True: once its Slurm node is drained (its jobs done), the operator cordons "
+        "that node and deletes the pod, which its StatefulSet makes again elsewhere; the cordon is lifted once "
+        "the condition clears. Needs the operator chart's replaceUnhealthyWorkers (patch on nodes)")
 
     @model_validator(mode="after")
     def _replicas_within_autoscale(self) -> "NodeSetSpec":
@@ -499,6 +505,9 @@ class SlurmClusterSpec(ApiModel):
     cgroup_config: CgroupConfig = Field(default_factory=CgroupConfig)
     plug_stack: PlugStack = Field(default_factory=PlugStack)
     health_check: HealthCheck = Field(default_factory=HealthCheck)
+    topology: Optional[TopologySpec] = Field(default=None, description="Slurm's network topology from the labels "
+                                             f"of the Kubernetes nodes the workers run on (Slurm {releases.TOPOLOGY} "
+                                             "and later)")
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
     maintenance: bool = Field(default=False, description="maintenance for every node set at once")
 
@@ -515,6 +524,23 @@ class SlurmClusterSpec(ApiModel):
          "n.autoscale.resumeTimeout < (has(self.slurmConfig) && has(self.slurmConfig.resumeTimeout) ? "
          "self.slurmConfig.resumeTimeout : 600))",
          "nodeSets: autoscale.resumeTimeout must be below slurmConfig.resumeTimeout, which Slurm applies first"),
+        ("!has(self.topology) || !has(self.slurmVersion) || self.slurmVersion in "
+         f"{[r for r in releases.SUPPORTED if releases.at_least(r, releases.TOPOLOGY)]}",
+         f"topology: needs slurmVersion {releases.TOPOLOGY} or later (its nodes join the topology as they register)"),
+        ("!has(self.topology) || !has(self.slurmConfig) || !has(self.slurmConfig.extra) || "
+         "self.slurmConfig.extra.all(k, !(k.lowerAscii() in ['topologyplugin', 'topologyparam']))",
+         "slurmConfig.extra: TopologyPlugin and TopologyParam are spec.topology's while it is set"),
+        ("!has(self.nodeSets) || !self.nodeSets.exists(n, has(n.replaceUnhealthy) && n.replaceUnhealthy) || "
+         "(has(self.healthCheck) && has(self.healthCheck.kubernetesNodeConditions) && "
+         "size(self.healthCheck.kubernetesNodeConditions) > 0)",
+         "nodeSets: replaceUnhealthy needs healthCheck.kubernetesNodeConditions, the conditions that make a node bad"),
+        ("!has(self.healthCheck) || !has(self.healthCheck.active) || self.healthCheck.active.all(c, "
+         "!has(c.nodeSets) || c.nodeSets.all(s, has(self.nodeSets) ? self.nodeSets.exists(n, n.name == s) : "
+         "s == 'worker'))", "healthCheck.active: nodeSets must name node sets of spec.nodeSets"),
+        ("!has(self.healthCheck) || !has(self.healthCheck.active) || self.healthCheck.active.all(c, !has(c.gpusOnly) "
+         "|| !c.gpusOnly || (has(self.nodeSets) && self.nodeSets.exists(n, has(n.gpus) && n.gpus > 0 && "
+         "(!has(c.nodeSets) || n.name in c.nodeSets))))",
+         "healthCheck.active: a gpusOnly check needs a node set with GPUs among its node sets"),
         ("!has(self.partitions) || self.partitions.all(p, !has(p.nodeSets) || p.nodeSets.all(s, "
          "has(self.nodeSets) ? self.nodeSets.exists(n, n.name == s) : s == 'worker'))",
          "partitions: nodeSets must name node sets of spec.nodeSets"),
@@ -572,6 +598,18 @@ class SlurmClusterSpec(ApiModel):
         return self
 
     @model_validator(mode="after")
+    def _topology_supported(self) -> "SlurmClusterSpec":
+        if self.topology is None:
+            return self
+        if not releases.at_least(self.slurm_version, releases.TOPOLOGY):
+            raise AtField(("topology",), f"needs slurmVersion {releases.TOPOLOGY} or later (its nodes join the "
+                                         f"topology as they register); this cluster runs {self.slurm_version}")
+        for key in self.slurm_config.extra:
+            if key.lower() in ("topologyplugin", "topologyparam"):
+                raise AtField(("slurmConfig", "extra", key), "spec.topology's while it is set")
+        return self
+
+    @model_validator(mode="after")
     def _room_for_placeholders(self) -> "SlurmClusterSpec":
         room = MAX_SLURM_NODES - len(self.node_sets)
         if self.slurm_config.max_node_count > room:
@@ -596,6 +634,19 @@ class SlurmClusterSpec(ApiModel):
             raise AtField(("nodeSets",), f"{total} workers in all (replicas, or autoscale.max) is more than "
                                          f"slurmConfig.maxNodeCount ({most})")
         names = [n.name for n in self.node_sets]
+        for i, node_set in enumerate(self.node_sets):
+            if node_set.replace_unhealthy and not self.health_check.kubernetes_node_conditions:
+                raise AtField(("nodeSets", i, "replaceUnhealthy"), "needs healthCheck.kubernetesNodeConditions, "
+                                                                    "the conditions that make a node bad")
+        for i, check in enumerate(self.health_check.active):
+            for j, name in enumerate(check.node_sets):
+                if name not in names:
+                    raise AtField(("healthCheck", "active", i, "nodeSets", j),
+                                  f"no node set {name!r} (spec.nodeSets: {', '.join(names)})")
+            if check.gpus_only and not any(n.gpus for n in self.node_sets if not check.node_sets or n.name in
+                                           check.node_sets):
+                raise AtField(("healthCheck", "active", i, "gpusOnly"), "none of its node sets has GPUs: it would "
+                                                                        "never run")
         for i, partition in enumerate(self.partitions):
             for j, name in enumerate(partition.node_sets):
                 if name not in names:

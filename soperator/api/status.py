@@ -81,6 +81,16 @@ class ReleaseStatus(ApiModel):
                                                            "populated from (populateJail.overwrite refills it)")
 
 
+class HealthCheckStatus(ApiModel):
+    """An active check (spec.healthCheck.active): its last round and what it found."""
+
+    name: str
+    last_round: Optional[str] = Field(default=None, description="when its last round started (RFC 3339)")
+    running: dict[str, int] = Field(default_factory=dict, description="node: its check job, while they run")
+    passed: int = Field(default=0, description="nodes that passed in the last round")
+    failed: dict[str, str] = Field(default_factory=dict, description="node: why, in the last round")
+
+
 class SlurmClusterStatus(ApiModel):
     phase: Optional[Phase] = None
     conditions: list[Condition] = Field(default_factory=list)
@@ -93,3 +103,4 @@ class SlurmClusterStatus(ApiModel):
     login: ComponentStatus = Field(default_factory=ComponentStatus)
     login_endpoint: Optional[str] = None
     slurm_release: Optional[ReleaseStatus] = None
+    health_checks: list[HealthCheckStatus] = Field(default_factory=list)

@@ -23,12 +23,15 @@ START_FAILED = "soperator: autoscale: the worker did not start"
 SLURM_RESUME_TIMEOUT = "ResumeTimeout"
 # The node code's: a failed health check (health_check.py), then the program's last line.
 HEALTH_CHECK = "soperator: health check"
+# An active check's failure (reconcile/checks.py): "<prefix> <check>: <the program's last line>".
+ACTIVE_CHECK = "soperator: check"
 # And: the populate Job's hold while it overwrites the jail (hold.py), and a worker
 # container that started again after its jobs died with the previous one (fresh_boot.py).
 POPULATE_HOLD = "soperator:populate-jail-overwrite"
 CONTAINER_RESTARTED = "soperator:container-restarted: its jobs died with the previous container"
 
-ALL = (SCALE_IN, UPDATE, MAINTENANCE, KUBE_NODE, START_FAILED, HEALTH_CHECK, POPULATE_HOLD, CONTAINER_RESTARTED)
+ALL = (SCALE_IN, UPDATE, MAINTENANCE, KUBE_NODE, START_FAILED, HEALTH_CHECK, ACTIVE_CHECK, POPULATE_HOLD,
+       CONTAINER_RESTARTED)
 
 
 def owned(flags: Iterable[str], reason: str, own: str) -> bool:

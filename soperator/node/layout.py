@@ -73,6 +73,9 @@ OVERWRITE_ANNOTATION = "slurm.soperator.dev/overwrite"
 HOLD_ANNOTATION = "slurm.soperator.dev/hold-nodes"
 # On the controller pod: the digest of the Slurm configs it was last told about (reconcile/config_nudge.py).
 CONFIG_SEEN_ANNOTATION = "slurm.soperator.dev/configs-seen"
+# On a Kubernetes node the operator cordoned to move a worker off it (reconcile/kube_nodes.py): the
+# condition it did it for; only a cordon with it is the operator's to lift.
+CORDONED_ANNOTATION = "slurm.soperator.dev/cordoned-for"
 
 
 class NAMES:

@@ -29,7 +29,10 @@ from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
 from soperator.reconcile import observe
 from soperator.reconcile.node_actions import (act_on_kube_nodes, act_on_maintenance, act_on_plans, act_on_rollouts,
-                                              act_on_sizing, remove_node_sets)
+                                              act_on_checks, act_on_replacements, act_on_sizing, act_on_topology,
+                                              remove_node_sets)
+from soperator.reconcile.topology import topology_blocks
+from soperator.reconcile.checks import plan_checks
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.plan import plan_node_sets
 from soperator.reconcile.upgrade import jail_release, observe_parts, part_cluster, plan_upgrade
@@ -55,6 +58,7 @@ class Result:
     endpoint: str | None = None
     slurm: Target | None = None  # how /metrics reads this cluster's Slurm, once it could be reached
     releases: dict | None = None  # status.slurmRelease
+    health_checks: list[dict] = field(default_factory=list)  # status.healthChecks
 
 
 def _ready(sts: dict | None) -> dict[str, int]:
@@ -123,7 +127,9 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     if not secrets.ok:
         return Result("Error", conds, releases=upgrade.status())
     accounting = ensure_accounting(kube, snap, parts["accounting"])
-    configs = config_maps(part_cluster(cluster, upgrade, "config"), accounting_live=_accounting_live(snap, accounting))
+    live_configs = snap.live("ConfigMap", slurm_configs_name(cluster)) or {}
+    blocks = topology_blocks(cluster.spec.topology, snap.kube_nodes, (live_configs.get("data") or {}).get("topology.yaml"))
+    configs = config_maps(part_cluster(cluster, upgrade, "config"), _accounting_live(snap, accounting), blocks)
     for obj in configs:
         ensure(kube, snap, obj)
     nudge_controller(kube, snap, next(c for c in configs if c["metadata"]["name"] == slurm_configs_name(cluster)))
@@ -143,12 +149,18 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     # Powered up before their pods start: a slurmd registering for a powered-down record could be set DOWN.
     sized = act_on_sizing(seen, plan.sizing)
     followed = act_on_kube_nodes(seen, plan.kube_nodes, snap.kube_nodes_unread)
+    moved = act_on_replacements(kube, body, cluster, plan.replacements)
+    placed = act_on_topology(kube, body, seen, cluster.spec.topology, plan.topology, snap.kube_nodes is not None)
+    jobs = seen.all_jobs() if cluster.spec.health_check.active else None
+    checks = plan_checks(cluster, seen.nodes, jobs, (body.get("status") or {}).get("healthChecks") or [], time.time(),
+                         plan.drained())
+    checked = act_on_checks(kube, body, seen, checks, jobs is not None) if cluster.spec.health_check.active else None
     for obj in slurm_nodes(cluster, plan.replicas(), operator_namespace, parts):
         ensure(kube, snap, obj)
     remove_node_sets(kube, cluster, plan)
     updated = act_on_rollouts(kube, cluster, seen, plan.rollouts)
     # A pod the rollout deleted gets no condition: its name may already belong to the new pod.
-    replaced = {p for r in plan.rollouts.values() for p in r.delete_pods}
+    replaced = {p for r in plan.rollouts.values() for p in r.delete_pods} | set(plan.replacements.delete)
     pods = [p for p in snap.worker_pods if p["metadata"]["name"] not in replaced] if seen.nodes is not None else []
     counts = _counts(snap)
     all_ready = True
@@ -158,7 +170,8 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         all_ready &= ready
         conds.append(ready_condition(label, c["ready"], c["desired"], snap.pods_of(component)))
     node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plan.scale, pods, waited, plan.sizing)
-    conds += [seen.condition, scaled, updated, maintenance, followed] + [c for c in (sized, accounting) if c]
+    conds += [seen.condition, scaled, updated, maintenance, followed] + [c for c in (sized, moved, placed, checked,
+                                                                                     accounting) if c]
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
     metrics = metrics_client(seen.client, metrics_url(cluster)) if seen.client is not None and \
@@ -167,7 +180,8 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         cluster.namespace, cluster.name, seen.client, metrics,
         tuple(n.name for n in cluster.spec.node_sets),
         frozenset(placeholder_node_name(cluster, n) for n in cluster.spec.node_sets))
-    return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(snap), target, upgrade.status())
+    return Result(phase, conds, counts, node_sets, slurm_counts, _endpoint(snap), target, upgrade.status(),
+                  checks.status)
 
 
 def _status(body: dict, result: Result) -> dict:
@@ -186,6 +200,8 @@ def _status(body: dict, result: Result) -> dict:
         status["loginEndpoint"] = result.endpoint
     if result.releases is not None:
         status["slurmRelease"] = result.releases
+    if result.health_checks or old.get("healthChecks"):
+        status["healthChecks"] = result.health_checks or None  # None: the checks were removed
     return status
 
 

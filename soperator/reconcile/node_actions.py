@@ -9,16 +9,20 @@ from functools import partial
 from typing import Callable
 
 from soperator.api.cluster import SlurmCluster
+from soperator.api.topology import TopologySpec
 from soperator.kube import Kube
+from soperator.node.layout import CORDONED_ANNOTATION
+from soperator.reconcile.checks import CheckPlan
 from soperator.reconcile.conditions import Cond
 from soperator.node.drains import KUBE_NODE, MAINTENANCE, SCALE_IN, START_FAILED, UPDATE, DrainSteps
 from soperator.reconcile.drain_timeout import Waited, plan_wait
 from soperator.reconcile.autoscale import Sizing
-from soperator.reconcile.kube_nodes import NodeOps
+from soperator.reconcile.kube_nodes import NodeOps, Replacements
 from soperator.reconcile.maintenance import Hold
 from soperator.reconcile.plan import NodeSetPlan, in_maintenance
 from soperator.reconcile.rollout import Rollout
 from soperator.reconcile.scale_in import Plan
+from soperator.reconcile.topology import Placement, topology_condition
 from soperator.reconcile.slurm_nodes import Observation
 from soperator.slurm import SlurmError
 
@@ -116,9 +120,81 @@ def act_on_kube_nodes(seen: Observation, ops: NodeOps, unread: str) -> Cond:
     held = {**{n.name: n.reason for n in seen.nodes.values() if n.reason.startswith(KUBE_NODE)
                and n.name not in ops.resume}, **ops.drain, **ops.down}
     if not held:
-        return Cond("KubernetesNodes", True, "Followed", "no worker is on a cordoned, not ready or gone Kubernetes node")
+        return Cond("KubernetesNodes", True, "Followed", "no worker is on a cordoned, not ready, unhealthy or gone Kubernetes node")
     return Cond("KubernetesNodes", True, "Followed", "held in Slurm for their Kubernetes nodes: " + "; ".join(
         f"{n} ({r.removeprefix(KUBE_NODE + ' ')})" for n, r in sorted(held.items())))
+
+
+def act_on_replacements(kube: Kube, body: dict, cluster: SlurmCluster, plan: Replacements) -> Cond | None:
+    """Cordon bad Kubernetes nodes (the operator's annotation on each), delete the drained workers'
+    pods there, lift the operator's cordons once clear; WorkersReplaced (None: no node set asks)."""
+    if not any(n.replace_unhealthy for n in cluster.spec.node_sets):
+        return None
+    refused = [why for host, bad in plan.cordon.items()
+               if (why := kube.patch_node(host, {"spec": {"unschedulable": True},
+                                                 "metadata": {"annotations": {CORDONED_ANNOTATION: bad}}}))]
+    refused += [why for host in plan.uncordon
+                if (why := kube.patch_node(host, {"spec": {"unschedulable": None},
+                                                  "metadata": {"annotations": {CORDONED_ANNOTATION: None}}}))]
+    for host, bad in plan.cordon.items():
+        kube.event(body, "Warning", "Cordoned", f"Kubernetes node {host} cordoned to move its workers: {bad}")
+    for host in plan.uncordon:
+        kube.event(body, "Normal", "Uncordoned", f"Kubernetes node {host} is clear again: the operator's cordon lifted")
+    for pod, host in plan.delete.items():
+        kube.delete("v1", "Pod", cluster.namespace, pod)
+        kube.event(body, "Normal", "Replaced", f"{pod} deleted off {host} (drained): its StatefulSet makes it again "
+                                               "elsewhere")
+    if refused:
+        return Cond("WorkersReplaced", False, "NotAllowed", "; ".join(refused))
+    if plan.waiting or plan.delete:
+        return Cond("WorkersReplaced", True, "Replacing", "; ".join(
+            [f"{p} waits for {w}" for p, w in plan.waiting.items()] + [f"{p} moved off {h}" for p, h in plan.delete.items()]))
+    return Cond("WorkersReplaced", True, "Healthy", "no worker is on a Kubernetes node a named condition marks bad")
+
+
+def act_on_topology(kube: Kube, body: dict, seen: Observation, topology: TopologySpec | None,
+                    placement: Placement, kube_nodes_read: bool) -> Cond | None:
+    """Set each moved node's place, an event each; Topology (None: no spec.topology). A place Slurm
+    refuses (a block its running config does not list yet) is named and tried again next pass."""
+    failed = {}
+    for name, where in placement.moves.items():
+        try:
+            seen.client.set_topology(name, where)
+        except SlurmError as exc:
+            failed[name] = str(exc)
+            continue
+        kube.event(body, "Normal", "NodePlaced", f"{name} placed at {where} (Kubernetes node "
+                                             f"{placement.hosts.get(name, '?')})")
+    return topology_condition(topology, placement, failed, seen.nodes is not None and kube_nodes_read)
+
+
+def act_on_checks(kube: Kube, body: dict, seen: Observation, plan: CheckPlan, known: bool) -> Cond:
+    """Submit the rounds' jobs (recorded in plan.status), drain or comment the failed nodes, an event
+    for each failure; HealthChecks. `known`: Slurm's nodes and jobs were read."""
+    records = {r["name"]: r for r in plan.status}
+    refused = []
+    for step in plan.submit:
+        try:
+            records[step.check]["running"][step.node] = seen.client.submit_job(step.script, step.job)
+        except SlurmError as exc:
+            refused.append(f"{step.check} on {step.node}: {exc}")
+    for check, node, why in plan.failures:
+        kube.event(body, "Warning", "CheckFailed", f"{check} failed on {node}: {why}")
+    failed = _each("HealthChecks", "a drain or comment", [partial(seen.client.drain, n, r) for n, r in plan.drain.items()]
+                   + [partial(seen.client.set_comment, n, c) for n, c in plan.comment.items()])
+    if failed:
+        return failed
+    if refused:
+        return Cond("HealthChecks", False, "SubmitFailed", "; ".join(refused))
+    if not known:
+        return Cond("HealthChecks", None, "Unknown", "Slurm's nodes or jobs could not be read: no round starts")
+    failing = [f"{r['name']}: {', '.join(f'{n} ({why})' for n, why in r['failed'].items())}"
+               for r in plan.status if r.get("failed")]
+    if failing:
+        return Cond("HealthChecks", False, "Failing", "; ".join(failing))
+    return Cond("HealthChecks", True, "Passing", "; ".join(
+        f"{r['name']}: round of {r.get('lastRound', '?')}, {r.get('passed', 0)} passed, {len(r.get('running') or {})} "
+        "running" for r in plan.status))
 
 
 def remove_node_sets(kube: Kube, cluster: SlurmCluster, plan: NodeSetPlan) -> None:

@@ -42,7 +42,8 @@ class Snapshot:
     # Slurm's side, asked once the gates let the pass reach the nodes (core.converge).
     slurm: Observation = field(default_factory=lambda: Observation(None, Cond(
         "SlurmReachable", None, "NotConnected", "not asked yet")))
-    # The Kubernetes nodes the worker pods run on, by name (None: not readable, or no pod placed yet).
+    # The Kubernetes nodes by name (None: not readable, or not needed: no worker pod placed yet, no
+    # topology, no replacement).
     kube_nodes: dict[str, dict] | None = None
     kube_nodes_unread: str = ""  # why kube_nodes is None, when it was asked
 
@@ -77,7 +78,10 @@ def take(kube: Kube, cluster: SlurmCluster, body: dict) -> Snapshot:
                 for api_version, kind in CHILD_KINDS
                 for obj in kube.list(api_version, kind, cluster.namespace, selector)}
     snap = Snapshot(cluster, body, children, kube.list("v1", "Pod", cluster.namespace, selector))
-    if any((p.get("spec") or {}).get("nodeName") for p in snap.worker_pods):
+    # A topology needs them all (a block topology lists every block its label names), and so does
+    # replacement (a cordon of the operator's is lifted once its node is clear, whoever runs there).
+    wanted = cluster.spec.topology or any(n.replace_unhealthy for n in cluster.spec.node_sets)
+    if wanted or any((p.get("spec") or {}).get("nodeName") for p in snap.worker_pods):
         nodes = kube.nodes()
         snap.kube_nodes, snap.kube_nodes_unread = (None, nodes) if isinstance(nodes, str) else (nodes, "")
     return snap

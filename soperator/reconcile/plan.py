@@ -12,12 +12,13 @@ from dataclasses import dataclass, field, replace
 from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
 from soperator.reconcile.autoscale import Sizing, plan_autoscale, pod_start
-from soperator.reconcile.kube_nodes import NodeOps, plan_kube_nodes
+from soperator.reconcile.kube_nodes import NodeOps, Replacements, plan_kube_nodes, plan_replacements
 from soperator.reconcile.maintenance import Hold, plan_maintenance
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.rollout import Rollout, plan_rollout
 from soperator.reconcile.scale_in import Plan, plan_replicas
 from soperator.reconcile.slurm_nodes import node_set_of
+from soperator.reconcile.topology import Placement, plan_topology
 from soperator.render.worker import node_set_stateful_set_name
 
 
@@ -38,6 +39,13 @@ class NodeSetPlan:
     rollouts: dict[str, Rollout]
     sizing: dict[str, Sizing] = field(default_factory=dict)  # the autoscaling node sets'
     kube_nodes: NodeOps = field(default_factory=NodeOps)  # what Kubernetes node operations ask of Slurm
+    topology: Placement = field(default_factory=Placement)  # each worker's place, by its Kubernetes node's labels
+    replacements: Replacements = field(default_factory=Replacements)  # workers moved off bad Kubernetes nodes
+
+    def drained(self) -> set[str]:
+        """The nodes this plan's steps drain this pass."""
+        return ({n for steps in (self.scale, self.holds, self.rollouts) for step in steps.values() for n in step.drain}
+                | set(self.kube_nodes.drain))
 
     def replicas(self) -> dict[str, int]:
         """What each node set's StatefulSet gets this pass (render's required argument)."""
@@ -82,10 +90,14 @@ def plan_node_sets(snap: Snapshot, now: float) -> NodeSetPlan:
         rollouts[node_set.name] = replace(plan, drain=[]) if in_maintenance(cluster, node_set) else plan
     # A node another step drains this pass keeps that step's reason: one owner per drain.
     taken = {n for steps in (scale, holds, rollouts) for step in steps.values() for n in step.drain}
-    kube_nodes = plan_kube_nodes(snap.worker_pods, snap.kube_nodes, nodes)
+    kube_nodes = plan_kube_nodes(snap.worker_pods, snap.kube_nodes, nodes,
+                                 cluster.spec.health_check.kubernetes_node_conditions)
     kube_nodes = replace(kube_nodes, drain={n: r for n, r in kube_nodes.drain.items() if n not in taken})
     return NodeSetPlan(scale, {name: _removal(sts, scale[name]) for name, sts in removed.items()}, holds, rollouts,
-                       sizing, kube_nodes)
+                       sizing, kube_nodes, plan_topology(cluster.spec.topology, snap.worker_pods, snap.kube_nodes, nodes),
+                       plan_replacements({n.name for n in cluster.spec.node_sets if n.replace_unhealthy},
+                                         snap.worker_pods, snap.kube_nodes, nodes,
+                                         cluster.spec.health_check.kubernetes_node_conditions))
 
 
 def _removal(sts: dict, plan: Plan) -> Removal:

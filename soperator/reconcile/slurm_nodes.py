@@ -38,6 +38,17 @@ class Observation:
     client: SlurmRestClient | None = None
     _jobs: list[list[SlurmJob]] = field(default_factory=list, compare=False, repr=False)
 
+    def all_jobs(self) -> list[SlurmJob] | None:
+        """Every job slurmctld holds (the same one GET a pass), or None when it cannot be asked."""
+        if self.client is None or self.nodes is None:
+            return None
+        try:
+            if not self._jobs:
+                self._jobs.append(self.client.list_jobs())
+        except SlurmError:
+            return None
+        return self._jobs[0]
+
     def jobs_on(self, names: list[str]) -> list[int]:
         """The jobs holding any of these nodes. One GET /jobs a pass at most, and none unless some
         operation waits for jobs (the list grows with the queue). Raises SlurmError."""

@@ -59,9 +59,10 @@ def accounting(cluster: SlurmCluster, keys: KeyMaterial | None) -> list[Obj]:
     return [conf, *accounting_services(cluster), slurmdbd_stateful_set(cluster, conf["metadata"]["name"])]
 
 
-def config_maps(cluster: SlurmCluster, accounting_live: bool = True) -> list[Obj]:
-    """`accounting_live`: slurmdbd answers, so slurm.conf may name it (see configs.slurm_files)."""
-    return [slurm_configs_config_map(cluster, accounting_live), sshd_config_map(cluster)]
+def config_maps(cluster: SlurmCluster, accounting_live: bool = True, blocks: tuple[str, ...] = ()) -> list[Obj]:
+    """`accounting_live`: slurmdbd answers, so slurm.conf may name it; `blocks`: a block topology's (see
+    configs.slurm_files)."""
+    return [slurm_configs_config_map(cluster, accounting_live, blocks), sshd_config_map(cluster)]
 
 
 def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int], operator_namespace: str | None = None,

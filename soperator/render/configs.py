@@ -9,7 +9,7 @@ import jinja2
 from soperator import __version__
 from soperator.api import releases
 from soperator.api.cluster import SlurmCluster
-from soperator.api.slurm_config import uses_cgroups
+from soperator.api.slurm_config import ActiveCheck, uses_cgroups
 from soperator.api.spec import NodeSetSpec
 from soperator.node.layout import (CONTROLLER, LOGIN, NAMES, PATHS, PORTS, ROOT_KEYS_FILE, SLURM_CONFIGS, SLURMDBD,
                                    SSH_HOST_KEY_TYPES, SSHD_CONFIG_FILE, PAM_SSHD_FILE, member_name)
@@ -23,6 +23,12 @@ from soperator.render.common import Obj, content_hash, metadata, object_name
 # SuspendTime: below NO_VAL (2**32 - 2) and INFINITE (2**32 - 1), which would disable it.
 POWER_SAVING = {"program": "/bin/true", "suspend_time": 2**32 - 3, "suspend_timeout": 10}
 SLURM_FILES = ("slurm.conf", "cgroup.conf", "plugstack.conf", "gres.conf")
+# topology.yaml's one topology, and names no Kubernetes label value can be (a value starts and ends
+# alphanumeric), so no node's switch or block is ever taken for them.
+TOPOLOGY_NAME = "default"
+ROOT_SWITCH = "_root"
+NO_BLOCK = "_none"
+UNPLACED = "_unplaced"
 # In slurm.conf when it names slurmdbd (templates/slurm.conf.j2).
 ACCOUNTING_LINE = "AccountingStorageType=accounting_storage/slurmdbd"
 
@@ -57,6 +63,13 @@ def worker_node_conf(node_set: NodeSetSpec) -> str:
     features = [node_set.name, *(f for f in node_set.features if f != node_set.name)]
     parts = [f"Feature={','.join(features)}", f"CPUs={node_set.cpus}", f"RealMemory={node_set.real_memory_mib}"]
     return " ".join(parts + ([f"Gres={','.join(gres)}"] if gres else []))
+
+
+def check_job_script(check: ActiveCheck, why_chars: int) -> str:
+    """An active check's batch script (reconcile/checks.py). The program is a ProgramPath (letters,
+    digits, '+', '.', '_', '-' and '/'): nothing a shell would read as more than a path."""
+    return _env().get_template("check_job.sh.j2").render(name=check.name, program=check.program,
+                                                         why_chars=why_chars)
 
 
 def enroot_conf(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
@@ -111,11 +124,29 @@ def _render(template: str, cluster: SlurmCluster, accounting_live: bool = True) 
     return _env().get_template(f"{template}.j2").render(**_context(cluster, accounting_live)).rstrip("\n") + "\n"
 
 
-def slurm_files(cluster: SlurmCluster, accounting_live: bool = True) -> dict[str, str]:
+def slurm_files(cluster: SlurmCluster, accounting_live: bool = True, blocks: tuple[str, ...] = ()) -> dict[str, str]:
     """`accounting_live` False keeps slurm.conf's accounting lines out until slurmdbd answers: a
     slurmctld started with priority/multifactor and no slurmdbd to read associations from exits
-    ("It appears you don't have any association data from your database"; measured on the real node)."""
-    return {f: _render(f, cluster, accounting_live) for f in SLURM_FILES}
+    ("It appears you don't have any association data from your database"; measured on the real node).
+    `blocks`: a block topology's blocks, the values of its label on the Kubernetes nodes."""
+    files = {f: _render(f, cluster, accounting_live) for f in SLURM_FILES}
+    if cluster.spec.topology:
+        files["topology.yaml"] = topology_yaml(cluster, blocks)
+    return files
+
+
+def topology_yaml(cluster: SlurmCluster, blocks: tuple[str, ...] = ()) -> str:
+    """A tree's root switch, or a block topology's blocks (Slurm refuses to start with none: a
+    placeholder no label value can name stands in while no Kubernetes node has the label).
+    Autoscaling records wait under a unit of their own, UNPLACED, until their pods run: a node in no
+    unit is refused to every multi-node job (measured on 26.05: "Requested node configuration is not
+    available", at submission), and a powered-down record has no Kubernetes node to be placed by."""
+    unplaced = [cloud_node_names(cluster, n) for n in cluster.spec.node_sets if n.autoscale]
+    return _env().get_template("topology.yaml.j2").render(
+        name=cluster.name, namespace=cluster.namespace, version=__version__, topology=cluster.spec.topology,
+        topology_name=TOPOLOGY_NAME, root_switch=ROOT_SWITCH, unplaced_unit=UNPLACED, unplaced=unplaced,
+        blocks=sorted(blocks) or ([] if unplaced else [NO_BLOCK]),
+    ).rstrip("\n") + "\n"
 
 
 def slurmdbd_host(cluster: SlurmCluster) -> str:
@@ -164,10 +195,10 @@ def sshd_config_name(cluster: SlurmCluster) -> str:
     return object_name(cluster, NAMES.sshd_config)
 
 
-def slurm_configs_config_map(cluster: SlurmCluster, accounting_live: bool = True) -> Obj:
+def slurm_configs_config_map(cluster: SlurmCluster, accounting_live: bool = True, blocks: tuple[str, ...] = ()) -> Obj:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": metadata(cluster, slurm_configs_name(cluster), SLURM_CONFIGS),
-            "data": slurm_files(cluster, accounting_live)}
+            "data": slurm_files(cluster, accounting_live, blocks)}
 
 
 def sshd_config_map(cluster: SlurmCluster) -> Obj:

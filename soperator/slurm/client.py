@@ -140,6 +140,18 @@ class SlurmRestClient:
         except ValidationError as exc:
             raise SlurmApiError(f"GET /jobs: unexpected answer: {exc.errors()[0]['msg']}") from None
 
+    def submit_job(self, script: str, job: dict) -> int:
+        """A batch job (`job`: v0.0.44's job description); its id."""
+        body = self._call("POST", "/job/submit", body={"script": script, "job": job})
+        try:
+            return int(body["job_id"])
+        except (KeyError, TypeError, ValueError):
+            raise SlurmApiError(f"POST /job/submit: no job id in the answer: {str(body)[:200]}") from None
+
+    def set_comment(self, name: str, comment: str) -> None:
+        """The node's comment (`scontrol show node`'s Comment=): a note, no state change."""
+        self._call("POST", f"/node/{quote(name)}", body={"comment": comment})
+
     def cancel_job(self, job_id: int) -> None:
         """As scancel does: the whole job, every step, SIGKILL after the steps' KillWait."""
         self._call("DELETE", f"/job/{job_id}")
@@ -166,6 +178,11 @@ class SlurmRestClient:
         """Power saving: a released node, its pod gone, back to powered down (a job then resumes it).
         Slurm clears any drain of it: the caller asks only for nodes no one else drained."""
         self._call("POST", f"/node/{quote(name)}", body={"state": ["POWER_DOWN"]})
+
+    def set_topology(self, name: str, place: str) -> None:
+        """The node's place in a topology of topology.yaml (`name:unit`, a tree's switches top first):
+        Slurm makes the switches it does not have yet, never a block."""
+        self._call("POST", f"/node/{quote(name)}", body={"topology_str": place})
 
     def delete_node(self, name: str) -> None:
         """Forget a dynamic node's record; slurmctld refuses while a job runs there."""

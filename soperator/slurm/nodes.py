@@ -38,6 +38,9 @@ class SlurmNode(_Wire):
     features: list[str] = Field(default_factory=list)
     last_busy: int | None = Field(default=None, description="when it last ran a job, or registered (UNIX time); "
                                   "None once powered down")
+    comment: str = ""
+    topology: str = Field(default="", description="its place in topology.yaml's topologies (25.05+; set by a "
+                          "registration's or an update's Topology=)")
 
     _reason_time = field_validator("reason_changed_at", "last_busy", mode="before")(lambda cls, v: _timestamp(v))
 
@@ -71,10 +74,23 @@ class _JobResources(_Wire):
     nodes: _AllocatedNodes = Field(default_factory=_AllocatedNodes)
 
 
+def _return_code(value: object) -> int | None:
+    """v0.0.44's exit_code: {"status": [...], "return_code": <a v0.0.44 number>}; None until it ended
+    (or when it ended by a signal)."""
+    if isinstance(value, dict):
+        return _timestamp(value.get("return_code"))
+    return value if isinstance(value, int) else None
+
+
 class SlurmJob(_Wire):
     job_id: int
+    name: str = ""
     job_state: list[str] = Field(default_factory=list)
     job_resources: _JobResources | None = None
+    comment: str = ""
+    exit_code: int | None = None
+
+    _exit_code = field_validator("exit_code", mode="before")(lambda cls, v: _return_code(v))
 
     @property
     def nodes(self) -> list[str]:

@@ -133,6 +133,10 @@ def test_operator_rbac_is_namespaced_and_minimal(tools):
                              (("subjectaccessreviews",), ("create",)), (("tokenreviews",), ("create",))]
     without = render(tools, "slurm-operator", "--set", "followKubernetesNodes=false")
     assert not [r for d in without if d["kind"] == "ClusterRole" for r in d["rules"] if "nodes" in r.get("resources", [])]
+    # Moving workers off bad nodes: patch on nodes, and only when asked for.
+    replacing = render(tools, "slurm-operator", "--set", "replaceUnhealthyWorkers=true")
+    assert [r["verbs"] for d in replacing if d["kind"] == "ClusterRole" for r in d["rules"]
+            if "nodes" in r.get("resources", [])] == [["get", "list", "patch"]]
     rules = [r for d in docs if d["kind"] == "Role" for r in d["rules"]]
     secrets = [r for r in rules if "secrets" in r["resources"]]
     assert {tuple(r["verbs"]) for r in secrets} == {("get", "create")}

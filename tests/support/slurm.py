@@ -113,6 +113,12 @@ class SlurmSandbox:
         proc = self.run("slurmd", "-b", "-N", name, "--conf-server", f"{self.hostname}:6817")
         assert proc.returncode == 0, proc.stderr
 
+    def start_netns_slurmd(self, name: str, index: int, node_conf: str = "CPUs=1 RealMemory=1024") -> None:
+        """Another dynamic node beside the sandbox's own slurmd, in a network namespace of its own
+        (slurm_sandbox.netns_slurmd); `index` (1-200) keeps its addresses apart from the others'."""
+        proc = self.run("python3", IN_CONTAINER, "--netns-slurmd", str(self.work), name, str(index), node_conf)
+        assert proc.returncode == 0, f"{proc.stderr}\n{self.slurmd_log()}"
+
     def stop_slurmd(self) -> None:
         """As the pod's end stops it: SIGTERM, then gone."""
         proc = self.run("sh", "-c", "kill $(cat /run/slurmd.pid) && while [ -e /run/slurmd.pid ]; do sleep 0.2; done",

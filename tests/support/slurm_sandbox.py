@@ -143,6 +143,35 @@ def boot(work: str, spec: dict) -> tuple[dict, list[subprocess.Popen]]:
     return {"ready": True}, procs
 
 
+def netns_slurmd(work: str, name: str, index: int, node_conf: str) -> None:
+    """One more dynamic node, as a worker pod on another machine runs it: its own network namespace
+    (a veth pair to this one, 10.77.<index>.2 there, 10.77.<index>.1 here), its own /run, spool and
+    host name, the controller's name resolving to this side of the pair. Slurm has one slurmd port,
+    so a second slurmd needs an address of its own. It lives as long as the sandbox."""
+    with open(os.path.join(work, "spec.json")) as fh:
+        spec = json.load(fh)
+    here, there, netns, veth = f"10.77.{index}.1", f"10.77.{index}.2", f"sop-n{index}", f"sopn{index}"
+    sh("ip", "netns", "add", netns)
+    sh("ip", "link", "add", veth, "type", "veth", "peer", "name", f"{veth}p")
+    sh("ip", "link", "set", f"{veth}p", "netns", netns)
+    sh("ip", "addr", "add", f"{here}/32", "dev", veth)
+    sh("ip", "link", "set", veth, "up")
+    sh("ip", "route", "add", f"{there}/32", "dev", veth)
+    inside = ("ip", "netns", "exec", netns)
+    for argv in (("ip", "link", "set", "lo", "up"), ("ip", "addr", "add", f"{there}/32", "dev", f"{veth}p"),
+                 ("ip", "link", "set", f"{veth}p", "up"), ("ip", "route", "add", f"{here}/32", "dev", f"{veth}p")):
+        sh(*inside, *argv)
+    hosts = os.path.join(work, f"hosts-{name}")
+    with open(hosts, "w") as fh:
+        fh.write(f"127.0.0.1 localhost\n{there} {name}\n{here} {spec['hostname']}\n")
+    # munged's socket goes with it: /run is made anew on top.
+    setup = (f"mkdir -p /mnt/{netns} && mount --bind {MUNGE_SOCKET_DIR} /mnt/{netns} && "
+             f"mount -t tmpfs tmpfs /run && mkdir -p {MUNGE_SOCKET_DIR} && mount --bind /mnt/{netns} {MUNGE_SOCKET_DIR} && "
+             f"mount -t tmpfs tmpfs /var/spool/slurmd && mount --bind {hosts} /etc/hosts && hostname {name} && "
+             f"exec slurmd -b -Z --conf-server {here}:6817 --conf '{node_conf} NodeAddr={there}' -N {name}")
+    sh(*inside, "unshare", "-m", "-u", "--propagation", "private", "sh", "-c", setup)
+
+
 def relay_to_port(path: str, port: int) -> None:
     """A unix socket at `path` (where the host reaches it) relaying each connection to loopback:`port`
     of this private network namespace, e.g. slurmctld's own HTTP server (metrics)."""
@@ -206,6 +235,9 @@ def serve() -> None:
 
 
 def main() -> int:
+    if sys.argv[1] == "--netns-slurmd":
+        netns_slurmd(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        return 0
     work = sys.argv[1]
     with open(os.path.join(work, "spec.json")) as fh:
         spec = json.load(fh)

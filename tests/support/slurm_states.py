@@ -12,3 +12,14 @@ def nodes_in_states(prefix: str, *states: str) -> dict[str, SlurmNode]:
             base, _, reason = state.partition(":")
             out[f"{prefix}-{i}"] = SlurmNode(name=f"{prefix}-{i}", state=base.split("+"), reason=reason)
     return out
+
+
+def named_nodes(*specs: str) -> dict[str, SlurmNode]:
+    """By name; each spec `name=BASE[+FLAG...][:reason][@topology]`."""
+    out = {}
+    for spec in specs:
+        name, _, rest = spec.partition("=")
+        rest, _, topology = rest.partition("@") if "@" in rest else (rest, "", "")
+        base, _, reason = rest.partition(":")
+        out[name] = SlurmNode(name=name, state=base.split("+"), reason=reason, topology=topology)
+    return out

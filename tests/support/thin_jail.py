@@ -30,3 +30,14 @@ def make_thin_jail(root: Path) -> Path:
     (root / "etc" / "os-release").write_text(f'ID={MARKER}\nPRETTY_NAME="soperator test jail"\n')
     (root / "jail-marker").write_text(MARKER + "\n")
     return root
+
+
+def reach_slurmctld_from(jail: Path, box, slurm_conf: str, controller: str) -> None:
+    """What a worker's jail has and a thin one lacks, for a job's own `scontrol`: the Slurm user (the
+    sandbox `box`'s), the config (a pod binds slurmd's configless copy) and the controller's address."""
+    (jail / "etc" / "slurm" / "slurm.conf").write_text(slurm_conf)
+    (jail / "etc" / "hosts").write_text(f"127.0.0.1 localhost {controller}\n")
+    for name in ("passwd", "group"):
+        line = box.run("getent", name, "slurm").stdout
+        with open(jail / "etc" / name, "a") as fh:
+            fh.write(line)
