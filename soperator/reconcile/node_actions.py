@@ -130,22 +130,28 @@ def act_on_replacements(kube: Kube, body: dict, cluster: SlurmCluster, plan: Rep
     pods there, lift the operator's cordons once clear; WorkersReplaced (None: no node set asks)."""
     if not any(n.replace_unhealthy for n in cluster.spec.node_sets):
         return None
-    refused = [why for host, bad in plan.cordon.items()
-               if (why := kube.patch_node(host, {"spec": {"unschedulable": True},
-                                                 "metadata": {"annotations": {CORDONED_ANNOTATION: bad}}}))]
-    refused += [why for host in plan.uncordon
-                if (why := kube.patch_node(host, {"spec": {"unschedulable": None},
-                                                  "metadata": {"annotations": {CORDONED_ANNOTATION: None}}}))]
+    refused = []
     for host, bad in plan.cordon.items():
-        kube.event(body, "Warning", "Cordoned", f"Kubernetes node {host} cordoned to move its workers: {bad}")
+        why = kube.patch_node(host, {"spec": {"unschedulable": True},
+                                     "metadata": {"annotations": {CORDONED_ANNOTATION: bad}}})
+        if why:
+            refused.append(why)
+        else:
+            kube.event(body, "Warning", "Cordoned", f"Kubernetes node {host} cordoned to move its workers: {bad}")
     for host in plan.uncordon:
-        kube.event(body, "Normal", "Uncordoned", f"Kubernetes node {host} is clear again: the operator's cordon lifted")
+        why = kube.patch_node(host, {"spec": {"unschedulable": None},
+                                     "metadata": {"annotations": {CORDONED_ANNOTATION: None}}})
+        if why:
+            refused.append(why)
+        else:
+            kube.event(body, "Normal", "Uncordoned", f"Kubernetes node {host} is clear again: the operator's "
+                                                     "cordon lifted")
     for pod, host in plan.delete.items():
         kube.delete("v1", "Pod", cluster.namespace, pod)
         kube.event(body, "Normal", "Replaced", f"{pod} deleted off {host} (drained): its StatefulSet makes it again "
                                                "elsewhere")
     if refused:
-        return Cond("WorkersReplaced", False, "NotAllowed", "; ".join(refused))
+        return Cond("WorkersReplaced", False, "NodePatchFailed", "; ".join(refused))
     if plan.waiting or plan.delete:
         return Cond("WorkersReplaced", True, "Replacing", "; ".join(
             [f"{p} waits for {w}" for p, w in plan.waiting.items()] + [f"{p} moved off {h}" for p, h in plan.delete.items()]))
