@@ -44,12 +44,16 @@ MANAGED_CGROUP_KEYS = frozenset(k.lower() for k in (
 MANAGED_PLUGINS = ("spank_chroot.so", "spank_pyxis.so")
 
 
+# A node set's name (spec.nodeSets[].name), wherever another field names one.
+NodeSetName = Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
+
+
 class Partition(ApiModel):
     model_config = ConfigDict(json_schema_extra=cel(
         ("self.name.lowerAscii() != 'default'", "name: DEFAULT is Slurm's defaults line, not a partition")))
 
     name: SlurmName
-    node_sets: list[Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]] = Field(
+    node_sets: list[NodeSetName] = Field(
         default_factory=list, max_length=32, description="the node sets (spec.nodeSets names) whose workers "
         "this partition spans; none: every node set", json_schema_extra=cel(
             ("self.all(a, self.exists_one(b, b == a))", "a node set is listed twice")))
@@ -184,7 +188,7 @@ class ActiveCheck(ApiModel):
                                  "exit 0 passes; anything else fails, its last line the reason")
     every_seconds: int = Field(ge=10, le=31_536_000, description="how often a round starts (required: a check "
                                "with no schedule never runs)")
-    node_sets: list[Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]] = \
+    node_sets: list[NodeSetName] = \
         Field(default_factory=list, max_length=16, description="where it runs (spec.nodeSets names); none: every "
               "node set", json_schema_extra=cel(("self.all(a, self.exists_one(b, b == a))",
                                                  "a node set is listed twice")))

@@ -15,7 +15,7 @@ from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, Annotatio
                                   PositiveQuantity, Quantity, Registry, SecretName, SshPublicKey, quantity_value)
 from soperator.api.grammar import GRES_NAME_PATTERN, GresDeviceFiles, GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath, overlap_rule, overlapping
-from soperator.api.slurm_config import CgroupConfig, HealthCheck, Partition, PlugStack, SlurmConfig
+from soperator.api.slurm_config import CgroupConfig, HealthCheck, NodeSetName, Partition, PlugStack, SlurmConfig
 from soperator.api.topology import TopologySpec
 from soperator.node.layout import CONTROLLER, DATABASE, LOGIN, POPULATE_JAIL, PORTS, SLURMDBD
 
@@ -285,7 +285,7 @@ class NodeSetSpec(ComponentBase):
          "self.replicas >= (has(self.autoscale.min) ? self.autoscale.min : 0))",
          "replicas: outside autoscale's min and max (autoscale sizes the node set; leave replicas out)")))
 
-    name: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[a-z]([-a-z0-9]*[a-z0-9])?$")]
+    name: NodeSetName
     # Not filled in by the apiserver (no schema default): an autoscaling node set leaves it out, and a
     # defaulted 2 would contradict its range (found on the real apiserver).
     replicas: int = Field(default=2, ge=0, le=65536, json_schema_extra=lambda schema: schema.pop("default", None),

@@ -43,10 +43,13 @@ class Observation:
         if self.client is None or self.nodes is None:
             return None
         try:
-            if not self._jobs:
-                self._jobs.append(self.client.list_jobs())
+            return self._job_list()
         except SlurmError:
             return None
+
+    def _job_list(self) -> list[SlurmJob]:
+        if not self._jobs:
+            self._jobs.append(self.client.list_jobs())
         return self._jobs[0]
 
     def jobs_on(self, names: list[str]) -> list[int]:
@@ -54,9 +57,7 @@ class Observation:
         operation waits for jobs (the list grows with the queue). Raises SlurmError."""
         if not names or self.client is None:
             return []
-        if not self._jobs:
-            self._jobs.append(self.client.list_jobs())
-        return jobs_on(self._jobs[0], names)
+        return jobs_on(self._job_list(), names)
 
 
 def observe_slurm(kube: Kube, cluster: SlurmCluster, controller_ready: bool, connect: Connect) -> Observation:
