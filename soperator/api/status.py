@@ -88,6 +88,8 @@ class HealthCheckStatus(ApiModel):
     last_round: Optional[str] = Field(default=None, description="when its last round started (RFC 3339)")
     running: dict[str, int] = Field(default_factory=dict, description="node: its check job, while they run")
     passed: int = Field(default=0, description="nodes that passed in the last round")
+    skipped: int = Field(default=0, description="check jobs cancelled since this round began: still pending when a "
+                                               "round was due, their nodes unchecked (an event names each)")
     failed: dict[str, str] = Field(default_factory=dict, description="node: why it failed, until it passes this "
                                    "check again")
 

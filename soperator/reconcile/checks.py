@@ -4,7 +4,10 @@ and the last status in; the jobs to submit, the drains and comments, and the new
 A round starts once every `everySeconds`: one job per idle node of the check's node sets, alone on
 its node (`shared: none`), at the top priority so the queue does not hold it, as root in the jail
 like any job step. Only idle nodes: a node running a user's job, drained, down or powered down is
-left for the next round (a check never powers a node up). While a round's jobs run, the next waits.
+left for the next round (a check never powers a node up). While a round's jobs run, the next waits;
+a job still pending when the next round is due (its node was taken, drained or lost first) is
+cancelled, its node left unchecked (an event, and the status's `skipped` until the next round), so
+one stuck node never stops the checks. A running job ends by its time limit.
 
 A job that completed with exit 0 passed; one that failed, timed out or ran out of memory failed,
 its reason the program's last line (the job script writes it into the job's comment) or its state.
@@ -52,6 +55,7 @@ class CheckPlan:
     drain: dict[str, str] = field(default_factory=dict)  # node: reason
     comment: dict[str, str] = field(default_factory=dict)  # node: comment ("" clears ours)
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (check, node, why), this pass's
+    cancel: list[tuple[str, str, int]] = field(default_factory=list)  # (check, node, job) pending when the next round is due
     status: list[dict] = field(default_factory=list)  # status.healthChecks; act adds the submitted jobs
 
 
@@ -118,9 +122,17 @@ def plan_checks(cluster: SlurmCluster, nodes: dict[str, SlurmNode] | None, jobs:
     for check in checks:
         record = dict(last.get(check.name) or {"name": check.name})
         running, failed = dict(record.get("running") or {}), dict(record.get("failed") or {})
-        passed = record.get("passed", 0)
+        passed, skipped, cancelled = record.get("passed", 0), record.get("skipped", 0), 0
+        started = _time(record.get("lastRound"))
+        due = started is None or now - started >= check.every_seconds
         for node, job_id in sorted(running.items()):
-            ok, why = verdict(by_id.get(job_id))
+            job = by_id.get(job_id)
+            ok, why = verdict(job)
+            if why == "running" and due and job.job_state[:1] == ["PENDING"]:
+                plan.cancel.append((check.name, node, job_id))
+                del running[node]
+                cancelled += 1
+                continue
             if why == "running":
                 continue
             del running[node]
@@ -139,8 +151,7 @@ def plan_checks(cluster: SlurmCluster, nodes: dict[str, SlurmNode] | None, jobs:
                     plan.drain[node] = note
         # A node stays failed until it passes this check again (or is gone from Slurm).
         failed = {n: why for n, why in sorted(failed.items()) if n in nodes}
-        started = _time(record.get("lastRound"))
-        if not running and (started is None or now - started >= check.every_seconds):
+        if not running and due:
             targets = _targets(cluster, check)
             chosen = [(name, targets[sts]) for name, node in sorted(nodes.items())
                       for sts in [name.rpartition("-")[0]] if sts in targets and ordinal_of(sts, name) is not None
@@ -148,7 +159,8 @@ def plan_checks(cluster: SlurmCluster, nodes: dict[str, SlurmNode] | None, jobs:
             script = check_job_script(check, _WHY_CHARS)
             plan.submit.extend(Submit(check.name, name, script, job_description(cluster, check, name, node_set))
                                for name, node_set in chosen)
-            record, passed = {"name": check.name, "lastRound": _rfc3339(now)}, 0
-        record.update(running=running, passed=passed, failed=dict(list(failed.items())[:_LISTED]))
+            record, passed, skipped = {"name": check.name, "lastRound": _rfc3339(now)}, 0, 0
+        record.update(running=running, passed=passed, skipped=skipped + cancelled,
+                      failed=dict(list(failed.items())[:_LISTED]))
         plan.status.append(record)
     return plan

@@ -179,6 +179,16 @@ def act_on_checks(kube: Kube, body: dict, seen: Observation, plan: CheckPlan, kn
     for each failure; HealthChecks. `known`: Slurm's nodes and jobs were read."""
     records = {r["name"]: r for r in plan.status}
     refused = []
+    for check, node, job_id in plan.cancel:
+        try:
+            seen.client.cancel_job(job_id)
+        except SlurmError as exc:  # still Slurm's: followed again, and cancelled when the next round is due
+            records[check]["running"][node] = job_id
+            records[check]["skipped"] -= 1
+            refused.append(f"cancelling {check}'s job {job_id} on {node}: {exc}")
+        else:
+            kube.event(body, "Normal", "CheckSkipped", f"{check} skipped {node}: its job {job_id} was still pending "
+                       "when the next round was due")
     for step in plan.submit:
         try:
             records[step.check]["running"][step.node] = seen.client.submit_job(step.script, step.job)
@@ -186,7 +196,8 @@ def act_on_checks(kube: Kube, body: dict, seen: Observation, plan: CheckPlan, kn
             refused.append(f"{step.check} on {step.node}: {exc}")
     for check, node, why in plan.failures:
         kube.event(body, "Warning", "CheckFailed", f"{check} failed on {node}: {why}")
-    failed = _each("HealthChecks", "a drain or comment", [partial(seen.client.drain, n, r) for n, r in plan.drain.items()]
+    failed = _each("HealthChecks", "a drain or comment",
+                   [partial(seen.client.drain, n, r) for n, r in plan.drain.items()]
                    + [partial(seen.client.set_comment, n, c) for n, c in plan.comment.items()])
     if failed:
         return failed
@@ -200,7 +211,7 @@ def act_on_checks(kube: Kube, body: dict, seen: Observation, plan: CheckPlan, kn
         return Cond("HealthChecks", False, "Failing", "; ".join(failing))
     return Cond("HealthChecks", True, "Passing", "; ".join(
         f"{r['name']}: round of {r.get('lastRound', '?')}, {r.get('passed', 0)} passed, {len(r.get('running') or {})} "
-        "running" for r in plan.status))
+        f"running{f', {skipped} skipped' if (skipped := r.get('skipped')) else ''}" for r in plan.status))
 
 
 def remove_node_sets(kube: Kube, cluster: SlurmCluster, plan: NodeSetPlan) -> None:

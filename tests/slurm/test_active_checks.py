@@ -31,6 +31,8 @@ if [ -e /opt/checks/fail ]; then echo "checking gpus"; echo "gpu 3: xid 79"; exi
 def _round(client: SlurmRestClient, cluster, status: list[dict], now: float):
     """One pass's part: plan, submit, drain; returns the plan with its jobs recorded."""
     plan = plan_checks(cluster, {n.name: n for n in client.list_nodes()}, client.list_jobs(), status, now)
+    for _, _, job in plan.cancel:
+        client.cancel_job(job)
     for step in plan.submit:
         plan.status[0]["running"][step.node] = client.submit_job(step.script, step.job)
     for node, reason in plan.drain.items():
@@ -83,6 +85,24 @@ def test_a_check_job_runs_in_the_jail_as_root_and_its_failure_drains_with_its_la
             assert state == f"drain|{ACTIVE_CHECK} probe: gpu 3: xid 79", state
             # A drained node is the admin's to look at: no round checks it.
             assert _round(client, cluster, plan.status, now + 60).submit == []
+
+            # Drained by its admin between the plan and the submission: the check job pends, and is
+            # cancelled when the next round is due; the node is not checked.
+            (jail / "opt" / "checks" / "fail").unlink()
+            box.run("scontrol", "update", f"NodeName={NODE}", "State=RESUME")
+            plan = plan_checks(cluster, {n.name: n for n in client.list_nodes()}, client.list_jobs(), plan.status,
+                               now + 70)
+            assert [s.node for s in plan.submit] == [NODE]
+            box.run("scontrol", "update", f"NodeName={NODE}", "State=DRAIN", "Reason=admin")
+            job = client.submit_job(plan.submit[0].script, plan.submit[0].job)
+            plan.status[0]["running"][NODE] = job
+            until(lambda: _job(box, job).get("Reason") not in (None, "None"), 30, "the check job to pend")
+            assert _job(box, job)["JobState"] == "PENDING"
+            assert _round(client, cluster, plan.status, now + 75).cancel == []  # not due yet: it may still start
+            plan = _round(client, cluster, plan.status, now + 80)
+            assert (plan.cancel, plan.submit, plan.status[0]["skipped"]) == ([("probe", NODE, job)], [], 1)
+            until(lambda: _job(box, job).get("JobState") == "CANCELLED", 30, "the pending check job cancelled")
+            assert box.run("sinfo", "-h", "-n", NODE, "-o", "%E").stdout.strip() == "admin"
         finally:
             forwarder.close()
 

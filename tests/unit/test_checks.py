@@ -41,7 +41,7 @@ def test_a_round_runs_one_top_priority_job_alone_on_each_idle_node_of_its_node_s
     assert plan.submit[1].job["partition"] == "gpu"
     assert "out=$(/opt/checks/probe 2>&1)" in plan.submit[0].script
     assert plan.status == [{"name": "probe", "lastRound": "2027-01-15T08:00:00Z", "running": {}, "passed": 0,
-                            "failed": {}}]
+                            "skipped": 0, "failed": {}}]
     assert [s.node for s in plan_checks(_cluster(nodeSets=["gpu"]), NODES, [], [], T0).submit] == ["demo-gpu-0"]
     assert [s.node for s in plan_checks(_cluster(gpusOnly=True), NODES, [], [], T0).submit] == ["demo-gpu-0"]
 
@@ -52,6 +52,32 @@ def test_while_a_round_runs_or_before_its_time_no_round_starts():
     done = [{"name": "probe", "lastRound": "2027-01-15T08:00:00Z", "running": {}}]
     assert plan_checks(_cluster(), NODES, [], done, T0 + 599).submit == []
     assert len(plan_checks(_cluster(), NODES, [], done, T0 + 600).submit) == 2
+
+
+def test_a_job_still_pending_when_the_next_round_is_due_is_cancelled_and_its_node_skipped():
+    """A node taken by a user's job before its check started: the round cannot end on it."""
+    nodes = named_nodes("demo-cpu-0=IDLE", "demo-cpu-1=ALLOCATED", "demo-gpu-0=IDLE")
+    status = [{"name": "probe", "lastRound": "2027-01-15T08:00:00Z", "running": {"demo-cpu-1": 7, "demo-gpu-0": 8},
+               "passed": 1, "skipped": 0}]
+    jobs = [_job(7, "PENDING"), _job(8, "RUNNING")]
+    before = plan_checks(_cluster(), nodes, jobs, status, T0 + 599)
+    assert (before.cancel, before.submit, before.status[0]["running"]) == ([], [], {"demo-cpu-1": 7, "demo-gpu-0": 8})
+    # Due with another job still running: the pending one goes, the round goes on.
+    due = plan_checks(_cluster(), nodes, jobs, status, T0 + 600)
+    assert due.cancel == [("probe", "demo-cpu-1", 7)] and due.submit == []
+    assert (due.status[0]["running"], due.status[0]["skipped"], due.status[0]["passed"]) == ({"demo-gpu-0": 8}, 1, 1)
+    # When it ends, the next round starts, the skip reported with it.
+    ended = plan_checks(_cluster(), nodes, [_job(8, "COMPLETED", 0)], due.status, T0 + 601)
+    assert [s.node for s in ended.submit] == ["demo-cpu-0", "demo-gpu-0"] and ended.cancel == []
+    assert (ended.status[0]["lastRound"], ended.status[0]["skipped"]) == ("2027-01-15T08:10:01Z", 0)
+    # Alone in its round: cancelled, and the next round starts in the same pass, the idle nodes only.
+    alone = [{"name": "probe", "lastRound": "2027-01-15T08:00:00Z", "running": {"demo-cpu-1": 7}}]
+    plan = plan_checks(_cluster(), nodes, [_job(7, "PENDING")], alone, T0 + 600)
+    assert plan.cancel == [("probe", "demo-cpu-1", 7)]
+    assert [s.node for s in plan.submit] == ["demo-cpu-0", "demo-gpu-0"]
+    assert (plan.status[0]["lastRound"], plan.status[0]["skipped"]) == ("2027-01-15T08:10:00Z", 1)
+    # A running check job is never cancelled: its time limit ends it.
+    assert plan_checks(_cluster(), nodes, [_job(7, "RUNNING")], alone, T0 + 6000).cancel == []
 
 
 def test_a_failure_drains_with_the_programs_last_line_and_a_pass_clears_the_nodes_entry():
