@@ -4,11 +4,13 @@
 1. What one operator pass costs Slurm with an autoscaling node set of N power-saving records: the
    node list, the planner, the power requests it makes. First pass and a quiet one (nothing changed:
    no body); the operator makes one pass per resync (60 s by default), so REST calls per minute are
-   these times the passes a minute.
+   these times the passes a minute. And the demand loop's quiet look (every 5 s by default), which
+   runs a pass early when a record starts powering up.
 2. From zero, a job's way to RUNNING on the smallest set, against the same job on a worker that is
    already up (in the same run): submit -> Slurm powers a record up (the operator's cue), then the
    node's slurmd started -> the job RUNNING. The pod's own start on a kubelet (image present: the
-   entrypoint, then slurmd) and the operator's wait for its next pass come on top; they are not here.
+   entrypoint, then slurmd) and the operator's wait for its demand look (at most 5 s by default) come
+   on top; they are not here.
 3. Idle -> released: the passes the planner takes from the end of the idle time to the pod's release
    (a drain, then the StatefulSet lowered), and the seconds Slurm takes to power the record down.
 """
@@ -25,6 +27,7 @@ from pathlib import Path
 from soperator.keys import generate_jwt_key, generate_munge_key
 from soperator.node.drains import SCALE_IN
 from soperator.reconcile.autoscale import PodStart, plan_autoscale
+from soperator.reconcile.demand import poll_demand
 from soperator.reconcile.scale_in import plan_replicas
 from soperator.reconcile.slurm_nodes import workers_of
 from soperator.render.configs import POWER_SAVING, controller_host, slurm_files
@@ -89,9 +92,13 @@ def pass_cost(records: list[int]) -> list[dict]:
         with elastic_slurm(n) as (cluster, _, client):
             time.sleep(1.1)  # a quiet cluster: its last change older than the second of the list
             first, quiet = one_pass(cluster, client, 0, set()), one_pass(cluster, client, 0, set())
+            calls, received = client.calls, client.bytes_received
+            poll_demand([(("bench", NAME), client)], {}, lambda *_: None)  # the demand loop's look, quiet
             rows.append({"records": n, "rest_calls": first["rest_calls"], "bytes": first["bytes"],
                          "cpu_ms": first["cpu_ms"], "quiet_rest_calls": quiet["rest_calls"],
-                         "quiet_bytes": quiet["bytes"], "powered_down": first["sizing"].powered_down})
+                         "quiet_bytes": quiet["bytes"], "demand_look_rest_calls": client.calls - calls,
+                         "demand_look_bytes": client.bytes_received - received,
+                         "powered_down": first["sizing"].powered_down})
     return rows
 
 

@@ -20,9 +20,12 @@ from soperator.api import GROUP, PLURAL, VERSION
 from soperator.kube import Kube
 from soperator.node.layout import MANAGED_BY_LABEL, OPERATOR
 from soperator.reconcile import reconcile
+from soperator.reconcile.demand import poll_demand
 from soperator.slurm.cluster_client import SlurmClients
 
 RESYNC_SECONDS = float(os.environ.get("SOPERATOR_RESYNC_SECONDS", "60"))
+# How often autoscaling clusters' Slurm is asked whether a job waits for workers (reconcile/demand.py).
+DEMAND_SECONDS = float(os.environ.get("SOPERATOR_DEMAND_SECONDS", "5"))
 # Where the operator runs (the chart sets it from the pod's namespace): only its pods may reach the
 # clusters' slurmrestd (render/network_policy.controller_ingress_policy).
 OPERATOR_NAMESPACE = os.environ.get("SOPERATOR_NAMESPACE") or None
@@ -95,6 +98,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_) -> No
     settings.scanning.disabled = bool(memo.namespaces)
     memo.kube = Kube.from_environment()
     asyncio.get_running_loop().create_task(_resync_loop(memo))
+    asyncio.get_running_loop().create_task(_demand_loop(memo))
     _serve_metrics(memo.kube)
 
 
@@ -145,3 +149,14 @@ async def _resync_loop(memo: kopf.Memo) -> None:
                 await asyncio.to_thread(_reconcile, memo, body["metadata"]["namespace"], body["metadata"]["name"])
         except Exception:  # noqa: BLE001 - keep resyncing; the error is logged and counted
             logging.getLogger("soperator").exception("resync failed")
+
+
+async def _demand_loop(memo: kopf.Memo) -> None:
+    """Autoscaling clusters' passes as soon as a job waits for workers (reconcile/demand.py)."""
+    seen: dict = {}
+    while True:
+        await asyncio.sleep(DEMAND_SECONDS)
+        try:
+            await asyncio.to_thread(poll_demand, memo.slurm.elastic(), seen, lambda ns, name: _reconcile(memo, ns, name))
+        except Exception:  # noqa: BLE001 - keep polling; the error is logged, the resync still runs
+            logging.getLogger("soperator").exception("demand poll failed")

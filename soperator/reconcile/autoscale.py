@@ -104,6 +104,11 @@ def _give_up(names: list[str], scale: Autoscale, nodes: dict[str, SlurmNode], st
             for n in late}
 
 
+def powering_up(nodes: list[SlurmNode]) -> frozenset[str]:
+    """The records Slurm powers up for jobs (or was asked to): each one waits for a worker pod."""
+    return frozenset(n.name for n in nodes if n.power() in ("POWER_UP", "POWERING_UP"))
+
+
 def plan_autoscale(prefix: str, scale: Autoscale, live: int | None, pods: dict[str, PodStart],
                    nodes: dict[str, SlurmNode] | None, now: float, hold: bool = False) -> Sizing:
     """`prefix`: the StatefulSet's name (its pods and Slurm records are `<prefix>-<ordinal>`); `live`:

@@ -42,6 +42,7 @@ class SlurmClients:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._clients: dict[tuple[str, str], tuple[tuple[str, str, bytes, str], SlurmRestClient]] = {}
+        self._elastic: set[tuple[str, str]] = set()  # clusters with an autoscaling node set, as of their last pass
 
     def connect(self, kube: Kube, cluster: SlurmCluster, controller_ready: bool) -> SlurmRestClient | str:
         if not controller_ready:
@@ -51,13 +52,24 @@ class SlurmClients:
             return key
         api = rest_api(cluster.spec.slurm_version)
         identity = (cluster.metadata.uid or "", rest_url(cluster), key, api)
+        where = (cluster.namespace, cluster.name)
         with self._lock:
-            kept = self._clients.get((cluster.namespace, cluster.name))
+            kept = self._clients.get(where)
             if kept is None or kept[0] != identity:
                 kept = (identity, SlurmRestClient(rest_url(cluster), lambda: mint_token(key), api=api))
-                self._clients[(cluster.namespace, cluster.name)] = kept
+                self._clients[where] = kept
+            if any(n.autoscale for n in cluster.spec.node_sets):
+                self._elastic.add(where)
+            else:
+                self._elastic.discard(where)
             return kept[1]
+
+    def elastic(self) -> list[tuple[tuple[str, str], SlurmRestClient]]:
+        """(namespace, name) and client of each cluster that autoscaled at its last pass."""
+        with self._lock:
+            return [(where, self._clients[where][1]) for where in sorted(self._elastic) if where in self._clients]
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
             self._clients.pop((namespace, name), None)
+            self._elastic.discard((namespace, name))

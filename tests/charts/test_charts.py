@@ -108,6 +108,7 @@ def test_chart_versions_follow_the_package():
                          ("programPaths", "/opt/it's"), ("imageRegistries", "https://registry.example.com"),
                          ("imageRegistries", "Registry.example.com/x/"))],
     ("slurm-operator", ["--set", "referencedSecretLabel.key=a b"], "referencedSecretLabel.key"),
+    ("slurm-operator", ["--set", "demandSeconds=0"], "demandSeconds"),
     *[("slurm-operator", ["--set", f"seccompProfiles.kubeletRootDir={path}"], "seccompProfiles.kubeletRootDir")
       for path in ("var/lib/kubelet", "/var/lib/../../etc", "/var/lib/kubelet/")],
     ("slurm-cluster-storage", ["--set", "jail.size=lots"], "jail.size"),
@@ -158,6 +159,7 @@ def test_admission_policy_binds_the_watched_namespaces_and_can_be_left_out(tools
     assert not kinds & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     env = {e["name"]: e.get("value") for e in docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SOPERATOR_SECRET_LABEL"] == "slurm.soperator.dev/usable-by-clusters=true"
+    assert (env["SOPERATOR_RESYNC_SECONDS"], env["SOPERATOR_DEMAND_SECONDS"]) == ("60", "5")
 
 
 def test_the_operators_pods_are_the_rest_clients_the_controllers_admit(tools):

@@ -385,3 +385,14 @@ def test_each_cluster_keeps_one_slurm_client_until_its_key_or_uid_changes(kube, 
     again = parse_cluster({**_body(kube, namespace, "c10"), "metadata": {
         **_body(kube, namespace, "c10")["metadata"], "uid": "another-cluster-same-name"}})
     assert clients.connect(kube, again, True) is not clients.connect(kube, cluster, True)
+    # The demand poll asks only the clusters that autoscaled at their last pass.
+    assert clients.elastic() == []
+    body = _body(kube, namespace, "c10")
+    elastic = parse_cluster({**body, "spec": {**body["spec"], "nodeSets": [{"name": "cpu", "autoscale": {"max": 2}}]}})
+    kept = clients.connect(kube, elastic, True)
+    assert clients.elastic() == [((namespace, "c10"), kept)]
+    clients.connect(kube, cluster, True)
+    assert clients.elastic() == []
+    clients.connect(kube, elastic, True)
+    clients.forget(namespace, "c10")
+    assert clients.elastic() == []
