@@ -23,6 +23,7 @@ out of sight under v2's namespace, and capping every child under v1's hierarchic
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 from .mounts import Mount, MountError, parse_mountinfo, run_mount
 
@@ -153,18 +154,28 @@ def _prepare_v1(node: str, entries: list[Mount], root: Mount, own: dict[str, str
             "hierarchy for autodetect")
 
 
-def prepare_slurm_cgroups(node: str, mountinfo: str | None = None, proc_cgroup: str | None = None) -> str:
-    """Make this container's cgroups writable for slurmd; raises CgroupError naming the node and what
-    it lacks. Returns what was done, for the log."""
+def on_this_kernel(node: str, purpose: str, v2: Callable[[Mount, dict[str, str]], str],
+                   v1: Callable[[list[Mount], Mount, dict[str, str]], str], mountinfo: str | None = None,
+                   proc_cgroup: str | None = None) -> str:
+    """Run the v2 step (the cgroup2 root mount, this process's cgroups) or the v1 step (every mount,
+    the tmpfs root, this process's cgroups) that fits the cgroups this container sees; raises
+    CgroupError naming the node, the purpose and what it lacks."""
     try:
         entries = parse_mountinfo(mountinfo if mountinfo is not None else read("/proc/self/mountinfo"))
         own = own_cgroups(proc_cgroup if proc_cgroup is not None else read("/proc/self/cgroup"))
         root = mounted_at(entries, CGROUP_ROOT)
         if root is not None and root.fstype == "cgroup2":
-            return _prepare_v2(node, root, own)
+            return v2(root, own)
         if root is not None and root.fstype == "tmpfs" and v1_hierarchies(entries):
-            return _prepare_v1(node, entries, root, own)
+            return v1(entries, root, own)
     except OSError as exc:
-        raise CgroupError(f"node {node}: readying cgroups for Slurm: {exc}") from exc
-    raise CgroupError(f"node {node}: Slurm's cgroup plugins find no cgroup file system at {CGROUP_ROOT} "
+        raise CgroupError(f"node {node}: readying cgroups for {purpose}: {exc}") from exc
+    raise CgroupError(f"node {node}: {purpose} find no cgroup file system at {CGROUP_ROOT} "
                       f"({'nothing' if root is None else root.fstype} is mounted there)")
+
+
+def prepare_slurm_cgroups(node: str, mountinfo: str | None = None, proc_cgroup: str | None = None) -> str:
+    """Make this container's cgroups writable for slurmd; raises CgroupError naming the node and what
+    it lacks. Returns what was done, for the log."""
+    return on_this_kernel(node, "Slurm's cgroup plugins", lambda root, own: _prepare_v2(node, root, own),
+                          lambda entries, root, own: _prepare_v1(node, entries, root, own), mountinfo, proc_cgroup)

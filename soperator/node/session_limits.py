@@ -26,7 +26,7 @@ import argparse
 import os
 import pwd
 
-from .cgroups import (CGROUP_ROOT, CgroupError, check_own_v2, make_writable, mounted_at, own_cgroups,
+from .cgroups import (CGROUP_ROOT, CgroupError, check_own_v2, make_writable, mounted_at, on_this_kernel,
                       own_v1_hierarchies, read, v1_hierarchies)
 from .layout import PATHS
 from .mounts import Mount, parse_mountinfo
@@ -138,16 +138,8 @@ def _ready_v1(node: str, entries: list[Mount], own: dict[str, str]) -> str:
 def ready(node: str) -> str:
     """Make the login container's cgroups take users' sessions; raises CgroupError naming the node and
     what it lacks. Returns what was done, for the log."""
-    try:
-        entries, root = _mounts()
-        own = own_cgroups(read("/proc/self/cgroup"))
-        if root is not None and root.fstype == "cgroup2":
-            return _ready_v2(node, root, own)
-        if root is not None and root.fstype == "tmpfs":
-            return _ready_v1(node, entries, own)
-    except OSError as exc:
-        raise CgroupError(f"node {node}: readying cgroups for {PURPOSE}: {exc}") from exc
-    raise CgroupError(f"node {node}: no cgroup file system at {CGROUP_ROOT} for {PURPOSE}")
+    return on_this_kernel(node, PURPOSE, lambda root, own: _ready_v2(node, root, own),
+                          lambda entries, _, own: _ready_v1(node, entries, own))
 
 
 def _v1_parent_quota(cpu_dir: str) -> tuple[int, int]:
