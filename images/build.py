@@ -120,7 +120,8 @@ def ensure_base(suite: str = SUITE, progress: Progress | None = None) -> str:
 def _context(directory: str, sources: dict[str, vendor.Source], release: str = SLURM_RELEASE) -> Path:
     ctx = Path(tempfile.mkdtemp(prefix="soperator-image-"))
     for item in (HERE / directory).iterdir():
-        shutil.copy(item, ctx / item.name)
+        if item.is_file():  # not a __pycache__ a test's import of a script here made
+            shutil.copy(item, ctx / item.name)
     suite, apt_sources = SUITES[release]
     base = base_ref(OPERATOR_SUITE if directory == "operator" else suite)
     text = (ctx / "Containerfile").read_text().replace("VERSION", releases.image_tag(release))

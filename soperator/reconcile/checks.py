@@ -104,7 +104,10 @@ def job_description(cluster: SlurmCluster, check: ActiveCheck, node: str, node_s
             "required_nodes": [node], "minimum_nodes": 1, "shared": ["none"], "user_id": "0",
             "time_limit": {"set": True, "number": check.time_limit_minutes},
             "priority": {"set": True, "number": TOP_PRIORITY}, "current_working_directory": "/",
-            "standard_output": "/dev/null", "environment": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"]}
+            "standard_output": "/dev/null", "environment": [
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin",
+                # What the node should have, for a program that counts (the jail's gpu-health).
+                f"SOPERATOR_NODE_GPUS={next(n.gpus for n in cluster.spec.node_sets if n.name == node_set)}"]}
 
 
 def plan_checks(cluster: SlurmCluster, nodes: dict[str, SlurmNode] | None, jobs: list[SlurmJob] | None,

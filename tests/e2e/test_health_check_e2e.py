@@ -90,3 +90,22 @@ def test_the_health_check_runs_in_the_jail_and_can_drain_its_node(cluster):
     until(idle, 60, "the passing check to resume its node")
     step = ctl("srun", "-N1", "--chdir=/tmp", "cat", "/etc/soperator-jail-release")
     assert step.startswith("soperator jail")
+
+
+@pytest.fixture
+def gpu_checked(images, tmp_path):
+    yield from running(tmp_path, nodeSets=[{"name": "worker", "replicas": 1}],
+                       healthCheck={"program": "/usr/lib/soperator/checks/gpu-health", "interval": 5})
+
+
+def test_the_jails_gpu_check_drains_a_node_without_a_gpu_driver_naming_it(gpu_checked):
+    """The GPU check the jail image ships, run as the node's check in the real jail: this machine has no
+    NVIDIA driver, so the node is drained saying so (a node with GPUs runs its queries; not here)."""
+    cluster = gpu_checked
+    assert cluster.populate("first")["action"] == "populated"
+    assert (cluster.jail / "usr" / "lib" / "soperator" / "checks" / "gpu-health").stat().st_mode & 0o111
+    cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
+    cluster.start("e2e-worker-0", cluster.pod("StatefulSet", "e2e-worker"))
+    reason = f"Reason={HEALTH_CHECK}: no NVIDIA driver in the jail: nvidia-smi not found"
+    until(lambda: reason in podman("exec", "e2e-controller-0", "scontrol", "show", "node", "e2e-worker-0",
+                                   check=False).stdout, 120, "the GPU check to drain its node")
