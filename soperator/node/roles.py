@@ -143,17 +143,17 @@ def install_pam_service() -> None:
     os.replace(PATHS.pam_sshd + ".new", PATHS.pam_sshd)
 
 
-def ready_session_cgroups(sup: Supervisor) -> None:
-    """One cgroup per ssh user (spec.login.sessionLimits), and what the PAM step says of each login in
-    the container's log. After the jail's bind of /sys: the jail keeps a read-only view, so no session
-    can leave its cgroup or raise its limits."""
+def ready_session_cgroups() -> bool:
+    """One cgroup per ssh user (spec.login.sessionLimits); whether sessions are limited. After the
+    jail's bind of /sys: the jail keeps a read-only view, so no session can leave its cgroup or raise
+    its limits."""
     if os.environ.get(ENV.session_limits) != "true":
-        return
+        return False
     try:
         log(f"login sessions' limits: {session_limits.ready(os.environ.get(ENV.node_name, '?'))}")
     except CgroupError as exc:
         raise NodeError(f"{CGROUPS_UNAVAILABLE}{exc}") from exc
-    sup.follow("session-limits", PATHS.session_limits_log)
+    return True
 
 
 def worker(sup: Supervisor) -> None:
@@ -285,10 +285,12 @@ def login(sup: Supervisor) -> None:
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
     mount_private_proc(JAIL)
     mask_session_proc()  # also over one already there: another read-only layer changes nothing
-    ready_session_cgroups(sup)
+    limited = ready_session_cgroups()
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     install_root_keys()
     install_pam_service()
+    if limited:  # what the PAM step says of each login, in the pod's log (its directory made above)
+        sup.follow("session-limits", PATHS.session_limits_log)
     limit_user_processes()
     restrict_sessions()
     sup.start("sshd", ["/usr/sbin/sshd", "-D", "-e", "-f", PATHS.sshd_config])
