@@ -66,6 +66,11 @@ def _busy(node: SlurmNode) -> bool:
     return node.category() in _BUSY or "COMPLETING" in node.flags
 
 
+def _powering_up(node: SlurmNode) -> bool:
+    """Slurm powers it up for jobs, or the operator asked it to."""
+    return node.power() in ("POWER_UP", "POWERING_UP")
+
+
 def _failed_start(node: SlurmNode) -> bool:
     """Set DOWN because its worker did not start, by the operator or by Slurm."""
     return node.category() == "down" and (node.reason == SLURM_RESUME_TIMEOUT or node.reason.startswith(START_FAILED))
@@ -75,8 +80,8 @@ def _needed(node: SlurmNode | None, has_pod: bool, scale: Autoscale, now: float)
     """Whether the node set must keep (or start) this node's pod."""
     if node is None or _failed_start(node):
         return False
-    if node.power() in ("POWER_UP", "POWERING_UP") or _busy(node):
-        return True  # Slurm powers it up for jobs, or the operator asked it to
+    if _powering_up(node) or _busy(node):
+        return True
     if node.power() or not has_pod:
         return False  # powered down or going there, or released and waiting to be
     return node.category() == "idle" and node.last_busy is not None and now - node.last_busy < scale.idle_seconds
@@ -106,7 +111,7 @@ def _give_up(names: list[str], scale: Autoscale, nodes: dict[str, SlurmNode], st
 
 def powering_up(nodes: list[SlurmNode]) -> frozenset[str]:
     """The records Slurm powers up for jobs (or was asked to): each one waits for a worker pod."""
-    return frozenset(n.name for n in nodes if n.power() in ("POWER_UP", "POWERING_UP"))
+    return frozenset(n.name for n in nodes if _powering_up(n))
 
 
 def plan_autoscale(prefix: str, scale: Autoscale, live: int | None, pods: dict[str, PodStart],

@@ -134,8 +134,8 @@ class VmNode:
                 *((f"share{i}", path, False) for i, path in enumerate(self.shared))]
 
     def _define(self, image) -> Component:
-        argv = ["qemu-system-x86_64", "-accel", f"tcg,thread={TCG_THREADS}", "-m", str(self.memory_mb), "-smp", str(self.cpus),
-                "-nographic", "-no-reboot", "-kernel", str(image.kernel), "-initrd", str(image.initrd),
+        argv = ["qemu-system-x86_64", "-accel", f"tcg,thread={TCG_THREADS}", "-m", str(self.memory_mb),
+                "-smp", str(self.cpus), "-nographic", "-no-reboot", "-kernel", str(image.kernel), "-initrd", str(image.initrd),
                 "-append", f"console=ttyS0 panic=-1 {LOCKUP_PANIC} soperator.node={self.workdir}",
                 "-drive", f"file={image.disk},if=virtio,format=raw,snapshot=on",
                 "-drive", f"file={self.store.disk},if=virtio,format=raw",
