@@ -73,4 +73,4 @@ def test_a_checks_rounds_reach_the_status_the_events_and_slurm(api, kubectl, crd
         assert "healthChecks" not in status and "HealthChecks" not in {c["type"] for c in status["conditions"]}
     finally:
         (jail / "opt" / "checks" / "fail").unlink(missing_ok=True)
-        rest_slurm.box.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")
+        rest_slurm.resume(REGISTERED)

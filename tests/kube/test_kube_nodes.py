@@ -97,7 +97,7 @@ def test_cordon_not_ready_and_a_deleted_node_reach_slurm(api, kubectl, crd_insta
         step(unschedulable=True)
         step(unschedulable=False)
         assert slurm() == ("drain", "admin: fan")
-        rest_slurm.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")
+        rest_slurm.resume(REGISTERED)
 
         bound = pods_of(kube, namespace)[REGISTERED]["metadata"]["uid"]
         kubectl("delete", "node", HOST, "--wait=true")
@@ -110,7 +110,7 @@ def test_cordon_not_ready_and_a_deleted_node_reach_slurm(api, kubectl, crd_insta
         assert not pods_of(kube, namespace)[REGISTERED]["spec"].get("nodeName")
     finally:
         kubectl("delete", "node", HOST, "--ignore-not-found")
-        rest_slurm.box.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")  # refused if idle
+        rest_slurm.resume(REGISTERED)
 
 
 def test_a_worker_on_a_node_a_named_condition_marks_bad_is_moved_drain_first(api, kubectl, crd_installed, namespace,
@@ -166,4 +166,4 @@ def test_a_worker_on_a_node_a_named_condition_marks_bad_is_moved_drain_first(api
         assert node()["spec"]["unschedulable"] is True
     finally:
         kubectl("delete", "node", host, "--ignore-not-found")
-        rest_slurm.box.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")
+        rest_slurm.resume(REGISTERED)

@@ -96,4 +96,4 @@ def test_an_admins_drain_is_kept_across_an_update(api, kubectl, crd_installed, n
         assert updated["status"] == "False" and f"drained by someone else, kept as they are: {REGISTERED}" in \
             updated["message"], updated
     finally:
-        rest_slurm.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")
+        rest_slurm.resume(REGISTERED)

@@ -103,7 +103,7 @@ def test_status_and_pod_conditions_follow_slurm_and_survive_its_absence(api, kub
     assert any(e["reason"] == "Unreachable" and e["type"] == "Warning" for e in events)
 
     # Resumed: no longer evictable.
-    rest_slurm.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")
+    rest_slurm.resume(REGISTERED)
     reconcile(kube, _body(kube, namespace, NAME), connect)
     assert EVICTABLE_LABEL not in pods_of(kube, namespace)[REGISTERED]["metadata"]["labels"]
 

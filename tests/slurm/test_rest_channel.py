@@ -77,7 +77,7 @@ def test_an_unchanged_cluster_is_answered_with_no_body_and_a_change_with_the_lis
         assert client.bytes_received > before
         assert changed[REGISTERED].reason == "quiet-poll-test" and "DRAIN" in changed[REGISTERED].flags
     finally:
-        rest_slurm.run("scontrol", "update", f"NodeName={REGISTERED}", "State=RESUME")
+        rest_slurm.resume(REGISTERED)
     assert "DRAIN" not in {n.name: n for n in client.list_nodes()}[REGISTERED].flags
 
 

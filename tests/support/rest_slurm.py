@@ -53,6 +53,14 @@ class RestSlurm:
         self.run("pkill", "-x", "slurmrestd")
         until(lambda: "slurmrestd" not in self.run("ps", "-eo", "comm"), 30, "slurmrestd to exit")
 
+    def resume(self, node: str) -> None:
+        """RESUME (refused, and nothing to do, if the node is neither drained nor down), then wait for
+        the registration Slurm asks of a resumed node: until it lands, a DOWN that follows is undone
+        by it (ReturnToService=2), and sinfo marks the node not responding."""
+        self.box.run("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        until(lambda: "*" not in self.run("sinfo", "-h", "-N", "-n", node, "-o", "%t"), 30,
+              f"{node} to register again after its resume")
+
     def job(self, job_id: str) -> dict[str, str]:
         text = self.run("scontrol", "-o", "show", "job", job_id)
         return dict(f.split("=", 1) for f in text.split() if "=" in f)
