@@ -18,9 +18,10 @@ import kopf
 from soperator.metrics import access, server
 from soperator.api import GROUP, PLURAL, VERSION
 from soperator.kube import Kube
-from soperator.node.layout import MANAGED_BY_LABEL, OPERATOR
+from soperator.node.layout import COMPONENT_LABEL, INSTANCE_LABEL, MANAGED_BY_LABEL, OPERATOR, WORKER
 from soperator.reconcile import reconcile
 from soperator.reconcile.demand import poll_demand
+from soperator.reconcile.topology import awaits_place
 from soperator.slurm.cluster_client import SlurmClients
 
 RESYNC_SECONDS = float(os.environ.get("SOPERATOR_RESYNC_SECONDS", "60"))
@@ -137,6 +138,13 @@ def on_child_event(body: kopf.Body, memo: kopf.Memo, **_) -> None:
         if ref.get("kind") == "SlurmCluster":
             # _reconcile reads the owner itself (and skips it if deleted): its name is enough here.
             _reconcile(memo, body["metadata"]["namespace"], ref["name"])
+
+
+@kopf.on.event("", "v1", "pods", labels={**MANAGED, COMPONENT_LABEL: WORKER},
+                when=lambda body, **_: awaits_place(body))
+def on_worker_bound(body: kopf.Body, memo: kopf.Memo, **_) -> None:
+    """A worker just bound waits for its place in the topology before its slurmd registers."""
+    _reconcile(memo, body["metadata"]["namespace"], body["metadata"]["labels"][INSTANCE_LABEL])
 
 
 async def _resync_loop(memo: kopf.Memo) -> None:

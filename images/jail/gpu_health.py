@@ -68,7 +68,7 @@ def check() -> list[str]:
         diag = subprocess.run(["dcgmi", "diag", "-r", "1"], capture_output=True, text=True, timeout=TIMEOUT)
         if diag.returncode != 0 or "Fail" in diag.stdout:
             failed = [line for line in diag.stdout.splitlines() if "Fail" in line]
-            found.append(f"dcgmi diag -r 1: {last_line(chr(10).join(failed) or diag.stderr or diag.stdout)}")
+            found.append("dcgmi diag -r 1: " + last_line("\n".join(failed) or diag.stderr or diag.stdout))
     return found
 
 

@@ -76,6 +76,11 @@ CONFIG_SEEN_ANNOTATION = "slurm.soperator.dev/configs-seen"
 # On a Kubernetes node the operator cordoned to move a worker off it (reconcile/kube_nodes.py): the
 # condition it did it for; only a cordon with it is the operator's to lift.
 CORDONED_ANNOTATION = "slurm.soperator.dev/cordoned-for"
+# On a worker pod of a cluster with spec.topology, once it is bound: its place in Slurm's topology, from
+# its Kubernetes node's labels (reconcile/topology.py). A dynamic node reads it through the downward
+# API (PATHS.place_file) and registers there, so no job lands on it before it is placed.
+PLACE_ANNOTATION = "slurm.soperator.dev/topology"
+PLACEMENT_VOLUME = "placement"
 
 
 class NAMES:
@@ -123,6 +128,7 @@ class ENV:
     slurmd_conf = "SOPERATOR_SLURMD_CONF"  # a dynamic node's --conf: its node set's resources
     # "true" on an autoscaling node set: the node is a CLOUD record of slurm.conf, not a dynamic one.
     cloud_node = "SOPERATOR_CLOUD_NODE"
+    place_file = "SOPERATOR_PLACE_FILE"  # where the pod's PLACE_ANNOTATION shows (a topology's dynamic nodes)
     pod_uid = "SOPERATOR_POD_UID"  # tells a restarted container from a new pod (fresh_boot.py)
     health_check_program = "SOPERATOR_HEALTH_CHECK_PROGRAM"
     # "true" when slurm.conf names a plugin that works through cgroups: the worker readies its cgroups.
@@ -189,6 +195,8 @@ class PATHS:
     munge_socket = f"{munge_run_dir}/munge.socket.2"
     jwt_key_dir = "/etc/soperator/jwt"
     jwt_key_given = f"{jwt_key_dir}/{JWT_KEY_FILE}"
+    placement_dir = "/etc/soperator/placement"  # the downward API's PLACE_ANNOTATION, as a file
+    place_file = f"{placement_dir}/place"
     # Owned by SlurmUser and readable by it only: slurmctld checks slurmrestd callers' tokens with it.
     jwt_key = f"/run/slurmctld-jwt/{JWT_KEY_FILE}"
 

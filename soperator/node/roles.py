@@ -22,6 +22,7 @@ from .layout import CGROUPS_UNAVAILABLE, ENV, PATHS
 from .mounts import (CONTAINER_RUNTIME, CONTAINERS, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail, harden_jail,
                      mount_private_proc, use_jail_accounts)
 from .names import wait_for_names
+from .placement import registration_conf, wait_for_place
 from .reconfigure import ConfigWatch
 from .scontrol import scontrol
 from .supervise import Supervisor, log, wait_for_path
@@ -31,6 +32,9 @@ JAIL = os.environ.get(ENV.jail, PATHS.jail)
 # How long a node waits, before its daemon starts, for the controller's name to resolve and for
 # slurmctld to answer: within the worker's liveness probe (8 x 15 s), so the reason is logged.
 START_WAIT = 90.0
+# How long a dynamic node waits for its place: the operator writes it on the pod's binding, and the
+# kubelet shows it a moment later (measured: tests/kube/test_two_kernels.py).
+PLACE_WAIT = 30.0
 
 
 class NodeError(RuntimeError):
@@ -191,8 +195,11 @@ def worker(sup: Supervisor) -> None:
         # it down once the pod is gone), so there is nothing to forget.
         sup.start("slurmd", argv + ["-N", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return
-    # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod.
-    sup.start("slurmd", argv + ["-Z", "--conf", os.environ[ENV.slurmd_conf]],
+    # A dynamic node: it registers itself under the pod's name, with what the spec gives the pod, at
+    # its place in the topology when the cluster has one.
+    place = wait_for_place(os.environ[ENV.place_file], PLACE_WAIT, stop=lambda: sup.stopping) \
+        if os.environ.get(ENV.place_file) else ""
+    sup.start("slurmd", argv + ["-Z", "--conf", registration_conf(os.environ[ENV.slurmd_conf], place)],
               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, after_stop=lambda: forget_node(name, instance))
 
 

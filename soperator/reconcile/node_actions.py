@@ -11,7 +11,7 @@ from typing import Callable
 from soperator.api.cluster import SlurmCluster
 from soperator.api.topology import TopologySpec
 from soperator.kube import Kube
-from soperator.node.layout import CORDONED_ANNOTATION
+from soperator.node.layout import CORDONED_ANNOTATION, PLACE_ANNOTATION
 from soperator.reconcile.checks import CheckPlan
 from soperator.reconcile.conditions import Cond
 from soperator.node.drains import KUBE_NODE, MAINTENANCE, SCALE_IN, START_FAILED, UPDATE, DrainSteps
@@ -160,8 +160,11 @@ def act_on_replacements(kube: Kube, body: dict, cluster: SlurmCluster, plan: Rep
 
 def act_on_topology(kube: Kube, body: dict, seen: Observation, topology: TopologySpec | None,
                     placement: Placement, kube_nodes_read: bool) -> Cond | None:
-    """Set each moved node's place, an event each; Topology (None: no spec.topology). A place Slurm
-    refuses (a block its running config does not list yet) is named and tried again next pass."""
+    """Tell each bound pod its place (its slurmd registers there), set each moved node's place, an
+    event each; Topology (None: no spec.topology). A place Slurm refuses (a block its running config
+    does not list yet) is named and tried again next pass."""
+    for pod, where in placement.annotate.items():
+        kube.annotate_pod(body["metadata"]["namespace"], pod, {PLACE_ANNOTATION: where})
     failed = {}
     for name, where in placement.moves.items():
         try:
@@ -178,14 +181,14 @@ def act_on_checks(kube: Kube, body: dict, seen: Observation, plan: CheckPlan, kn
     """Submit the rounds' jobs (recorded in plan.status), drain or comment the failed nodes, an event
     for each failure; HealthChecks. `known`: Slurm's nodes and jobs were read."""
     records = {r["name"]: r for r in plan.status}
-    refused = []
+    refused, uncancelled = [], []
     for check, node, job_id in plan.cancel:
         try:
             seen.client.cancel_job(job_id)
         except SlurmError as exc:  # still Slurm's: followed again, and cancelled when the next round is due
             records[check]["running"][node] = job_id
             records[check]["skipped"] -= 1
-            refused.append(f"cancelling {check}'s job {job_id} on {node}: {exc}")
+            uncancelled.append(f"{check}'s job {job_id} on {node}: {exc}")
         else:
             kube.event(body, "Normal", "CheckSkipped", f"{check} skipped {node}: its job {job_id} was still pending "
                        "when the next round was due")
@@ -201,8 +204,9 @@ def act_on_checks(kube: Kube, body: dict, seen: Observation, plan: CheckPlan, kn
                    + [partial(seen.client.set_comment, n, c) for n, c in plan.comment.items()])
     if failed:
         return failed
-    if refused:
-        return Cond("HealthChecks", False, "SubmitFailed", "; ".join(refused))
+    if refused or uncancelled:
+        return Cond("HealthChecks", False, "SubmitFailed" if refused else "CancelFailed",
+                    "; ".join([*refused, *(f"cancelling {c}" for c in uncancelled)]))
     if not known:
         return Cond("HealthChecks", None, "Unknown", "Slurm's nodes or jobs could not be read: no round starts")
     failing = [f"{r['name']}: {', '.join(f'{n} ({why})' for n, why in r['failed'].items())}"

@@ -6,9 +6,10 @@ level label (`default:_root:spine-1:leaf-3`): Slurm makes a switch the first tim
 under it, so a new leaf needs no reconfigure. A block's place is its block (`default:nvl-7`), which
 topology.yaml must list: the blocks rendered are the label's values on every Kubernetes node.
 
-A node is placed once its slurmd registered (Slurm keeps the place in its state across restarts and
-reconfigures), and placed again when its Kubernetes node's labels change; a pod that moves is a new
-registration on its new node. A node whose Kubernetes node lacks a level's label, or whose switch
+A bound pod is told its place (PLACE_ANNOTATION, which a fixed node set's slurmd registers with), and
+a node is placed through slurmrestd once its slurmd registered elsewhere (a CLOUD record, a slurmd
+that did not wait for its place; Slurm keeps the place across restarts and reconfigures), and again
+when its Kubernetes node's labels change; a pod that moves is a new registration on its new node. A node whose Kubernetes node lacks a level's label, or whose switch
 name is taken by another place in the tree, is left where it is and named in the condition.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from soperator.api.topology import TopologySpec
+from soperator.node.layout import PLACE_ANNOTATION, PLACEMENT_VOLUME
 from soperator.reconcile.conditions import Cond
 from soperator.render.configs import NO_BLOCK, ROOT_SWITCH, TOPOLOGY_NAME, UNPLACED
 from soperator.slurm import SlurmNode
@@ -32,6 +34,7 @@ class Placement:
     moves: dict[str, str] = field(default_factory=dict)  # of those, the ones Slurm has elsewhere
     unplaced: dict[str, str] = field(default_factory=dict)  # Slurm node: why it has no place
     hosts: dict[str, str] = field(default_factory=dict)  # Slurm node: its Kubernetes node
+    annotate: dict[str, str] = field(default_factory=dict)  # bound pod: the place to write on it
 
 
 def _labels(node: dict) -> dict[str, str]:
@@ -64,29 +67,45 @@ def place(topology: TopologySpec, path: tuple[str, ...]) -> str:
     return ":".join((TOPOLOGY_NAME, *units))
 
 
+def awaits_place(pod: dict) -> bool:
+    """A bound pod whose slurmd reads its place (render/worker.py) and has none on it yet: the
+    operator's watch reconciles at its binding rather than at the next resync."""
+    spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+    return bool(spec.get("nodeName")) and not meta.get("deletionTimestamp") \
+        and PLACE_ANNOTATION not in (meta.get("annotations") or {}) \
+        and any(v.get("name") == PLACEMENT_VOLUME for v in spec.get("volumes") or [])
+
+
 def plan_topology(topology: TopologySpec | None, pods: list[dict], kube_nodes: dict[str, dict] | None,
                   slurm: dict[str, SlurmNode] | None) -> Placement:
     """`kube_nodes`: every Kubernetes node by name (None: not readable); `slurm`: Slurm's nodes by name
-    (None: unknown). Either unknown, or no topology: nothing is planned."""
-    if topology is None or kube_nodes is None or slurm is None:
+    (None: unknown). No topology or no Kubernetes nodes: nothing is planned; Slurm unknown: the pods'
+    places only."""
+    if topology is None or kube_nodes is None:
         return Placement()
     paths = {name: _path(topology, _labels(node)) for name, node in kube_nodes.items()}
     clashes = _clashes([p for p in paths.values() if isinstance(p, tuple)]) if topology.tree else {}
     out = Placement()
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         name, host = pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName")
-        node = slurm.get(name)
-        if not host or node is None or node.category() in _ABSENT or host not in kube_nodes:
+        if not host or host not in kube_nodes:
             continue
-        out.hosts[name] = host
         path = paths[host]
         clash = next((clashes[s] for s in path if s in clashes), None) if isinstance(path, tuple) else None
-        if isinstance(path, str) or clash:
+        where = None if isinstance(path, str) or clash else place(topology, path)
+        meta = pod["metadata"]
+        if where and not meta.get("deletionTimestamp") and (meta.get("annotations") or {}).get(PLACE_ANNOTATION) != where:
+            out.annotate[name] = where
+        node = (slurm or {}).get(name)
+        if node is None or node.category() in _ABSENT:
+            continue
+        out.hosts[name] = host
+        if where is None:
             out.unplaced[name] = f"{host}: {clash or path}"
             continue
-        out.wanted[name] = place(topology, path)
-        if node.topology != out.wanted[name]:
-            out.moves[name] = out.wanted[name]
+        out.wanted[name] = where
+        if node.topology != where:
+            out.moves[name] = where
     return out
 
 

@@ -7,7 +7,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.api.fields import quantity_value
 from soperator.api.slurm_config import uses_cgroups
 from soperator.api.spec import NodeSetSpec
-from soperator.node.layout import ENV, PATHS, PORTS, WORKER
+from soperator.node.layout import ENV, PATHS, PLACE_ANNOTATION, PLACEMENT_VOLUME, PORTS, WORKER
 from soperator.render.common import Obj, object_name, resources, slurm_daemon_probes
 from soperator.render.configs import conf_server, enroot_conf, worker_node_conf
 from soperator.render.nodes import (NODE_CAPABILITIES, headless_service, jail_mount, jail_mounts,
@@ -113,10 +113,24 @@ def _slurm_node_env(node_set: NodeSetSpec) -> list[Obj]:
     return [{"name": ENV.slurmd_conf, "value": worker_node_conf(node_set)}]
 
 
+def _placement(cluster: SlurmCluster, node_set: NodeSetSpec) -> tuple[list[Obj], list[Obj], list[Obj]]:
+    """(env, mounts, volumes) of a dynamic node under a topology: the place the operator writes on the
+    pod (PLACE_ANNOTATION) as a file, which the kubelet refreshes, for slurmd's registration. A CLOUD
+    record has its place set through slurmrestd once its slurmd registered."""
+    if cluster.spec.topology is None or node_set.autoscale:
+        return [], [], []
+    items = [{"path": PATHS.place_file.rsplit("/", 1)[1],
+              "fieldRef": {"fieldPath": f"metadata.annotations['{PLACE_ANNOTATION}']"}}]
+    return ([{"name": ENV.place_file, "value": PATHS.place_file}],
+            [{"name": PLACEMENT_VOLUME, "mountPath": PATHS.placement_dir, "readOnly": True}],
+            [{"name": PLACEMENT_VOLUME, "downwardAPI": {"items": items}}])
+
+
 def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: int) -> Obj:
     spec = cluster.spec
     local_mounts, claim_templates = _local_volume(node_set)
     pyxis_env, pyxis_mounts, pyxis_volumes = _pyxis(cluster, node_set)
+    place_env, place_mounts, place_volumes = _placement(cluster, node_set)
     container = {
         "name": "slurmd",
         "image": node_set.image or spec.image("worker"),
@@ -124,7 +138,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
         "env": [{"name": ENV.component, "value": WORKER},
                 {"name": ENV.jail, "value": PATHS.jail},
                 {"name": ENV.conf_server, "value": conf_server(cluster)},
-                *_slurm_node_env(node_set),
+                *_slurm_node_env(node_set), *place_env,
                 # Part of the node's InstanceId in Slurm: which pod (and container) registered it.
                 {"name": ENV.pod_uid, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
                 *pyxis_env, *_health_check_env(cluster), *_cgroups_env(cluster)],
@@ -134,7 +148,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
             {"name": "spool", "mountPath": PATHS.worker_spool},
             {"name": "shm", "mountPath": PATHS.shm},
             {"name": "job-tmp", "mountPath": PATHS.job_tmp},
-            *pyxis_mounts,
+            *pyxis_mounts, *place_mounts,
         ],
         **slurm_daemon_probes(PORTS.slurmd, spec.slurm_version),
         "resources": resources(node_set, worker_limits(node_set)),
@@ -143,7 +157,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
         {"name": "spool", "emptyDir": {}},
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": node_set.shared_memory_size}},
         {"name": "job-tmp", "emptyDir": {}},
-        *pyxis_volumes,
+        *pyxis_volumes, *place_volumes,
     ]
     # Running steps get KillWait to stop before the pod is torn down.
     pod = node_pod(cluster, node_set, container, volumes, grace_seconds=spec.slurm_config.kill_wait + 30)

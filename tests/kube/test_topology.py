@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from soperator.kube import Kube
+from soperator.node.layout import PLACE_ANNOTATION, PLACEMENT_VOLUME
 from soperator.reconcile import reconcile
 from soperator.render.configs import slurm_configs_name
 from tests.conftest import make_cluster
@@ -91,6 +92,13 @@ def _placed_events(kubectl, namespace: str) -> list[str]:
     return sorted(e["message"] for e in events if e["reason"] == "NodePlaced")
 
 
+def _places(api, namespace: str) -> dict[str, str]:
+    """The place written on each worker pod that reads one (PLACE_ANNOTATION)."""
+    return {name: (pod["metadata"].get("annotations") or {}).get(PLACE_ANNOTATION, "")
+            for name, pod in pods_of(Kube(api), namespace).items()
+            if any(v["name"] == PLACEMENT_VOLUME for v in pod["spec"]["volumes"])}
+
+
 @pytest.fixture
 def nodes_removed(kubectl):
     yield
@@ -119,6 +127,9 @@ def test_kubernetes_node_labels_place_each_worker_in_slurms_tree(api, kubectl, c
             f"{CPU0} placed at default:_root:s1:l1 (Kubernetes node soperator-test-topo-a)",
             f"{CPU1} placed at default:_root:s1:l2 (Kubernetes node soperator-test-topo-b)"]
         assert step()["Topology"]["status"] == "True" and len(_placed_events(kubectl, namespace)) == 3  # none moved
+        # Each bound pod is told its place too: what a fixed node set's slurmd registers with on a kubelet.
+        assert _places(api, namespace) == {BIG0: "default:_root:s1:l1", CPU0: "default:_root:s1:l1",
+                                           CPU1: "default:_root:s1:l2"}
 
         # Two nodes on one leaf switch: a two-node job that asks for one switch lands there.
         job = slurm.run("sbatch", "--parsable", "-N2", "--switches=1", "-o", "/dev/null", "--wrap", "sleep 1").strip()
@@ -129,6 +140,7 @@ def test_kubernetes_node_labels_place_each_worker_in_slurms_tree(api, kubectl, c
         _label(kubectl, "soperator-test-topo-b", **{LEAF: "l1"})
         step()
         assert _nodes_of(_switches(slurm).get("l1"), slurm) == {CPU0, CPU1, BIG0}
+        assert _places(api, namespace)[CPU1] == "default:_root:s1:l1"
         slurm.run("scontrol", "reconfigure")
         until(lambda: _nodes_of(_switches(slurm).get("l1"), slurm) == {CPU0, CPU1, BIG0}, 30,
               "the places kept across a reconfigure")

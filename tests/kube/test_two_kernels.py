@@ -2,7 +2,8 @@
 v2, tests/cluster/vm_node.py). The quick start with `--nodes 2` puts the login, the controller and a
 worker on the host and one more node set, `emulated`, on the VM; a user who ssh'es to the login node
 on the host runs a job step on the VM, and a two-node `srun` spans both kernels, every step in the
-one jail both nodes mount.
+one jail both nodes mount. Each Kubernetes node is its own leaf switch of spec.topology: each worker
+registers at its place, which the operator writes on its pod and the kubelet shows it.
 
 The cluster runs the CR's Slurm defaults (proctrack/cgroup, task/cgroup,task/affinity, ConstrainCores,
 ConstrainRAMSpace, ConstrainDevices) on unprivileged workers, and jobs are confined on both kernels:
@@ -19,7 +20,7 @@ import paramiko
 import pytest
 
 from images.build import build_all, image_ref
-from tests.cluster.node import NODE_IP
+from tests.cluster.node import NODE_IP, NODE_NAME
 from tests.cluster.vm_node import NAME as VM_NAME
 from tests.cluster.vm_node import TOLERATION
 from tests.kube.conftest import adopt_crd
@@ -37,6 +38,9 @@ CR_DEFAULTS = {"proctrackType": "proctrack/cgroup", "taskPlugin": "task/cgroup,t
 TEST_GRES = {"gres": ["testdev:1"], "gresFiles": {"testdev": "/dev/full"}}
 # Each step says where it ran: its host, its kernel, the type of its cgroup file system, and what it
 # read of a file the login session wrote into the jail.
+# A tree of one level: each Kubernetes node its own leaf switch, from a label the test sets.
+LEAF = "topology.soperator.test/leaf"
+LEAVES = {NODE_NAME: "host-leaf", VM_NAME: "vm-leaf"}
 STEP = ("echo \"$(hostname) $(uname -r) $(stat -fc %T /sys/fs/cgroup) $(cat /root/across/from-login)\" "
         "> /root/across/$(hostname)")
 
@@ -66,7 +70,9 @@ def cluster(two_nodes, local_cluster, tools, kubectl, crd_installed, namespace, 
     key_file = work / "id_ed25519"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
     values = work / "values.json"
-    values.write_text(json.dumps({"spec": {"slurmConfig": CR_DEFAULTS, "nodeSets": [
+    for host, leaf in LEAVES.items():
+        kubectl("label", "node", host, "--overwrite", f"{LEAF}={leaf}")
+    values.write_text(json.dumps({"spec": {"slurmConfig": CR_DEFAULTS, "topology": {"tree": {"levels": [LEAF]}}, "nodeSets": [
         {"name": "worker", "replicas": 1, "cpus": 2, **TEST_GRES},
         {"name": "emulated", "replicas": 1, "cpus": 2, **TEST_GRES,
          "scheduling": {"nodeSelector": {"kubernetes.io/hostname": VM_NAME}, "tolerations": [TOLERATION]}}]}}))
@@ -79,6 +85,8 @@ def cluster(two_nodes, local_cluster, tools, kubectl, crd_installed, namespace, 
     login = Login(NODE_IP, port, paramiko.Ed25519Key.from_private_key_file(str(key_file)), timeout=300)
     yield login
     login.close()
+    for host in LEAVES:
+        kubectl("label", "node", host, f"{LEAF}-")
     subprocess.run([str(tools["helm"]), "--kubeconfig", str(local_cluster.plane.kubeconfig), "-n", namespace,
                     "uninstall", NAME, f"{NAME}-storage", "soperator", "--wait", "--timeout", "300s"], check=True,
                    capture_output=True)
@@ -108,6 +116,23 @@ def test_a_job_spans_the_host_and_the_vm_in_one_jail(cluster, local_cluster, kub
     # The VM's step wrote into the jail on the host's disk.
     jail = local_cluster.volumes / f"{namespace}-{NAME}-jail"
     assert (jail / "root" / "across" / VM_WORKER).read_text().split() == emulated
+
+
+def test_each_worker_registered_at_its_kubernetes_nodes_place(cluster, kubectl, namespace):
+    """spec.topology on a kubelet: the operator writes each bound worker's place on its pod, the
+    kubelet shows it in the pod's downward API file, and slurmd registers there; no worker needed
+    placing through slurmrestd afterwards (no NodePlaced event)."""
+    login = cluster
+    switches = {}
+    for line in login.run("scontrol -o show topology").splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        switches[fields.get("SwitchName")] = fields.get("Nodes")
+    assert switches["host-leaf"] == HOST_WORKER and switches["vm-leaf"] == VM_WORKER, switches
+    for worker, host in ((HOST_WORKER, NODE_NAME), (VM_WORKER, VM_NAME)):
+        log = kubectl("-n", namespace, "logs", worker, "-c", "slurmd").stdout
+        assert f"topology: registering at default:_root:{LEAVES[host]}" in log, log[-3000:]
+    events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
+    assert [e["message"] for e in events if e["reason"] == "NodePlaced"] == []
 
 
 def _job_state(login: Login, job: str) -> str:

@@ -10,7 +10,10 @@ import pytest
 
 from soperator.keys import generate_jwt_key, generate_munge_key
 from soperator.node.drains import ACTIVE_CHECK
-from soperator.reconcile.checks import plan_checks
+from soperator.reconcile.checks import CheckPlan, plan_checks
+from soperator.reconcile.conditions import Cond
+from soperator.reconcile.node_actions import act_on_checks
+from soperator.reconcile.slurm_nodes import Observation
 from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from soperator.slurm import SlurmRestClient, mint_token
 from tests.conftest import make_cluster
@@ -103,6 +106,16 @@ def test_a_check_job_runs_in_the_jail_as_root_and_its_failure_drains_with_its_la
             assert (plan.cancel, plan.submit, plan.status[0]["skipped"]) == ([("probe", NODE, job)], [], 1)
             until(lambda: _job(box, job).get("JobState") == "CANCELLED", 30, "the pending check job cancelled")
             assert box.run("sinfo", "-h", "-n", NODE, "-o", "%E").stdout.strip() == "admin"
+
+            # A cancel that does not reach Slurm (slurmrestd gone: nothing listens) is named, and the job
+            # still followed. (Slurm itself answers a cancel of a job it does not know with no error.)
+            gone = SlurmRestClient("http://127.0.0.1:9", lambda: mint_token(key), retries=0)
+            refused = CheckPlan(cancel=[("probe", NODE, job)], status=[{"name": "probe", "running": {}, "skipped": 1}])
+            seen = Observation({n.name: n for n in client.list_nodes()}, Cond("SlurmReachable", True, "", ""), gone)
+            cond = act_on_checks(None, {}, seen, refused, True)  # no event: nothing was cancelled
+            assert (cond.ok, cond.reason) == (False, "CancelFailed") and \
+                cond.message.startswith(f"cancelling probe's job {job} on {NODE}: "), cond
+            assert refused.status == [{"name": "probe", "running": {NODE: job}, "skipped": 0}]
         finally:
             forwarder.close()
 

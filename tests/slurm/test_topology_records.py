@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from soperator.keys import generate_jwt_key, generate_munge_key
-from soperator.render.configs import controller_host, slurm_files
+from soperator.node.placement import registration_conf
+from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from soperator.slurm import SlurmRestClient, mint_token
 from tests.conftest import make_cluster
 from tests.support.rest_forward import RestForwarder
@@ -79,3 +80,18 @@ def test_powered_down_records_wait_under_their_own_unit_and_take_the_place_the_o
         until(lambda: "~" in box.run("sinfo", "-h", "-n", "as-gpu-0", "-o", "%t").stdout, 60, "powered down")
         box.run("scontrol", "reconfigure")
         until(lambda: _units(box).get("_unplaced") == "as-gpu-[0-3]", 30, "the records back under _unplaced")
+
+
+@pytest.mark.parametrize("kind", sorted(TOPOLOGIES))
+def test_a_dynamic_node_registers_at_the_place_written_on_its_pod(tmp_path, kind):
+    """The worker's registration (roles.worker): the node set's --conf and the place the operator wrote
+    on the pod. Slurm has the node there from its first registration, before any REST call."""
+    topology, place = TOPOLOGIES[kind]
+    cluster = make_cluster(name="dyn", nodeSets=[{"name": "cpu", "replicas": 1}], topology=topology, slurmConfig=SLURM)
+    files = slurm_files(cluster, blocks=("nvl-1",) if kind == "block" else ())
+    conf = registration_conf(worker_node_conf(cluster.spec.node_sets[0]), place)
+    with SlurmSandbox(tmp_path / "box", files, controller_host(cluster), generate_munge_key(), names=["dyn-cpu-0"],
+                      slurmd="dyn-cpu-0", node_conf=conf) as box:
+        assert box.status["ready"], (box.status, box.log("slurmctld.log"), box.log("slurmd.log"))
+        # No slurmrestd runs here: the place can only have come with the registration.
+        until(lambda: _units(box).get(place.rsplit(":", 1)[1]) == "dyn-cpu-0", 30, "the node in its unit")

@@ -6,7 +6,10 @@ import pytest
 
 from soperator.api import SpecError
 from soperator.api.topology import TopologySpec, block_sizes_problem
-from soperator.reconcile.topology import plan_topology, topology_blocks, topology_condition
+from soperator.node.layout import ENV, PLACE_ANNOTATION, PLACEMENT_VOLUME
+from soperator.node.placement import registration_conf, wait_for_place
+from soperator.reconcile.topology import awaits_place, plan_topology, topology_blocks, topology_condition
+from soperator.render.worker import worker_stateful_set
 from soperator.render.configs import slurm_files
 from tests.conftest import make_cluster
 from tests.support.slurm_states import named_nodes
@@ -32,6 +35,65 @@ def test_a_tree_place_is_the_switch_path_from_the_root_and_only_moved_nodes_are_
     assert plan.wanted == {"w-0": "default:_root:s1:l1", "w-1": "default:_root:s1:l2", "w-2": "default:_root:s1:l2"}
     assert plan.moves == {"w-0": "default:_root:s1:l1", "w-2": "default:_root:s1:l2"}
     assert plan.unplaced == {} and plan.hosts == {"w-0": "a", "w-1": "b", "w-2": "b"}
+
+
+def test_every_bound_pod_is_told_its_place_before_its_slurmd_registers_and_only_once():
+    pods = [_pod("w-0", "a"), _pod("w-1", "a"), _pod("w-2", "b"), _pod("w-3", None), _pod("w-4", "a")]
+    pods[1]["metadata"]["annotations"] = {PLACE_ANNOTATION: "default:_root:s1:l1"}
+    pods[4]["metadata"]["deletionTimestamp"] = "2026-11-27T00:00:00Z"
+    kube = _kube(a={SPINE: "s1", LEAF: "l1"}, b={SPINE: "s1"})
+    plan = plan_topology(TREE, pods, kube, None)  # Slurm unknown, or not asked yet: the pods' places still
+    assert plan.annotate == {"w-0": "default:_root:s1:l1"}
+    assert (plan.wanted, plan.moves, plan.unplaced) == ({}, {}, {})
+    pods[1]["metadata"]["annotations"] = {PLACE_ANNOTATION: "default:_root:s9:l9"}  # its node's labels changed
+    assert plan_topology(TREE, pods, kube, named_nodes("w-0=FUTURE")).annotate == \
+        {"w-0": "default:_root:s1:l1", "w-1": "default:_root:s1:l1"}
+    assert plan_topology(None, pods, kube, None).annotate == {}
+
+
+def test_a_bound_pod_that_reads_its_place_awaits_it_until_it_is_written():
+    volume = {"name": PLACEMENT_VOLUME, "downwardAPI": {}}
+    bound = {"metadata": {"name": "w-0"}, "spec": {"nodeName": "a", "volumes": [volume]}}
+    assert awaits_place(bound)
+    assert not awaits_place({**bound, "spec": {"volumes": [volume]}})  # not scheduled yet
+    assert not awaits_place({**bound, "spec": {"nodeName": "a", "volumes": []}})  # a CLOUD record's pod
+    assert not awaits_place({**bound, "metadata": {"name": "w-0", "annotations": {PLACE_ANNOTATION: "default:x"}}})
+    assert not awaits_place({**bound, "metadata": {"name": "w-0", "deletionTimestamp": "2026-11-27T00:00:00Z"}})
+
+
+def test_only_a_topologys_dynamic_nodes_read_their_place_from_the_downward_api():
+    node_sets = [{"name": "cpu"}, {"name": "gpu", "autoscale": {"max": 2}}]
+    cluster = make_cluster(nodeSets=node_sets, topology=TREE.wire())
+
+    def pod(c, index: int) -> dict:
+        return worker_stateful_set(c, c.spec.node_sets[index], 1)["spec"]["template"]["spec"]
+    fixed = pod(cluster, 0)
+    volume = next(v for v in fixed["volumes"] if v["name"] == PLACEMENT_VOLUME)
+    assert volume["downwardAPI"]["items"] == [
+        {"path": "place", "fieldRef": {"fieldPath": f"metadata.annotations['{PLACE_ANNOTATION}']"}}]
+    container = fixed["containers"][0]
+    assert {"name": ENV.place_file, "value": "/etc/soperator/placement/place"} in container["env"]
+    assert {"name": PLACEMENT_VOLUME, "mountPath": "/etc/soperator/placement", "readOnly": True} in \
+        container["volumeMounts"]
+    for spec in (pod(cluster, 1), pod(make_cluster(nodeSets=node_sets), 0)):
+        assert PLACEMENT_VOLUME not in {v["name"] for v in spec["volumes"]}
+        assert ENV.place_file not in {e["name"] for e in spec["containers"][0]["env"]}
+
+
+def test_slurmd_registers_at_the_place_written_and_without_one_after_the_wait(tmp_path):
+    place = tmp_path / "place"
+    assert wait_for_place(str(place), 0) == ""  # no file (yet): after the wait, unplaced
+    place.write_text("")
+    assert wait_for_place(str(place), 0) == ""  # the annotation not set: the kubelet writes an empty file
+    place.write_text("default:_root:s1:l1\n")
+    assert wait_for_place(str(place), 60) == "default:_root:s1:l1"
+    place.write_text("default:x Weight=1")
+    assert wait_for_place(str(place), 60) == ""  # never another --conf key
+    stops = iter([False, True])
+    place.write_text("")
+    assert wait_for_place(str(place), 60, stop=lambda: next(stops), poll=0) == ""
+    assert registration_conf("CPUs=2 Feature=ib", "default:b1") == "CPUs=2 Feature=ib Topology=default:b1"
+    assert registration_conf("CPUs=2", "") == "CPUs=2"
 
 
 def test_a_node_not_registered_or_unknown_is_not_placed_yet():
