@@ -23,7 +23,7 @@ from tests.support.slurm import SlurmSandbox
 
 NODE = "demo-worker-0"
 BUILD = ("rm -f /etc/apt/sources.list && apt-get update -qq && apt-get install -y -qq --no-install-recommends "
-         "gcc libc6-dev libslurm-dev python3-cffi python3-setuptools >/dev/null && cd /build "
+         "gcc libc6-dev libpam0g-dev libslurm-dev python3-cffi python3-setuptools >/dev/null && cd /build "
          "&& python3 -m spank_chroot.build --plugin-only --out /build/out")
 
 

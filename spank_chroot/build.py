@@ -4,7 +4,8 @@
 - spank_chroot/_jail*.so: a cffi extension of the C files but plugin.c, so tests call them directly;
 - spank_chroot/_build/spank_chroot.so: all of them compiled by the same compiler cffi drives
   (setuptools' ccompiler), a plain shared object with no Python in it. Its slurm_* symbols are
-  resolved by slurmstepd when it loads the plugin. slurmd refuses a plugin built for another Slurm
+  resolved by slurmstepd when it loads the plugin. With it, pam_soperator_jail.so (pam_jail.c), the
+  PAM module that puts login sessions into the jail (needs libpam's headers). slurmd refuses a plugin built for another Slurm
   release, so the plugin is built where the Slurm that loads it is: the node image's build stage
   (`--plugin-only`); the host builds the binding only.
 """
@@ -23,6 +24,7 @@ BUILD = HERE / "_build"
 PLUGIN = BUILD / "spank_chroot.so"
 # The jail code alone (no Slurm symbols), for the login node's entrypoint to load with ctypes.
 JAIL_LIB = BUILD / "libsoperator_jail.so"
+PAM_MODULE = BUILD / "pam_soperator_jail.so"
 CFLAGS = ["-O2", "-Wall", "-Wextra", "-Werror", "-fPIC"]
 
 CDEF = """
@@ -45,7 +47,7 @@ int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
 int soperator_read_only_cgroups(const char *root, char *err, size_t errlen);
 int soperator_remount_read_only_under(const char *root, char *err, size_t errlen);
 int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen);
-int soperator_limit_session_capabilities(char *err, size_t errlen);
+int soperator_enter_session(const char *jail, char *err, size_t errlen);
 int soperator_read_user_dirs(const char *file, char *buf, size_t buflen, char *err, size_t errlen);
 int soperator_user_dir_template_ok(const char *line);
 int soperator_user_dir(const char *path, uint32_t uid, uint32_t gid, char *err, size_t errlen);
@@ -83,7 +85,13 @@ def build_plugin(out: Path = BUILD) -> Path:
     objects = compiler.compile([str(HERE / name) for name in (*SOURCES, "plugin.c")], output_dir=str(out),
                                include_dirs=[str(HERE)], extra_postargs=CFLAGS)
     compiler.link_shared_object(objects, str(out / PLUGIN.name), extra_postargs=["-shared", "-Wl,-z,relro"])
-    compiler.link_shared_object([o for o in objects if Path(o).stem != "plugin"], str(out / JAIL_LIB.name),
+    jail_objects = [o for o in objects if Path(o).stem != "plugin"]
+    compiler.link_shared_object(jail_objects, str(out / JAIL_LIB.name), extra_postargs=["-shared", "-Wl,-z,relro"])
+    if not Path("/usr/include/security/pam_modules.h").exists():
+        raise SystemExit("error: security/pam_modules.h not found: install libpam0g-dev")
+    pam = compiler.compile([str(HERE / "pam_jail.c")], output_dir=str(out), include_dirs=[str(HERE)],
+                           extra_postargs=CFLAGS)
+    compiler.link_shared_object(pam + jail_objects, str(out / PAM_MODULE.name), libraries=["pam"],
                                 extra_postargs=["-shared", "-Wl,-z,relro"])
     return out / PLUGIN.name
 
@@ -101,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--binding-only", action="store_true", help="the cffi extension, for the tests")
-    which.add_argument("--plugin-only", action="store_true", help="the plugin and libsoperator_jail.so")
+    which.add_argument("--plugin-only", action="store_true", help="the plugin, libsoperator_jail.so and the PAM module")
     parser.add_argument("--out", metavar="DIR", type=Path, default=BUILD, help="where the plugin goes")
     args = parser.parse_args(argv)
     if args.plugin_only:

@@ -71,15 +71,17 @@ int soperator_allows_userns(int argc, const char *const *argv);
  * filter that refuses creating user namespaces. Returns 0, or -1 with the reason in err. */
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
 
-/* For sshd on a login node, before it starts (it inherits this from the entrypoint, which keeps its own
- * effective capabilities): the tasks' bounding set plus CAP_SYS_CHROOT, which ChrootDirectory needs.
- * So root's session, like root's job step, holds no CAP_SYS_ADMIN and cannot unmount the masks on its
- * procfs (it can still leave sshd's chroot with CAP_SYS_CHROOT: docs/security.md). Returns 0, or -1
- * with the reason in err. */
-int soperator_limit_session_capabilities(char *err, size_t errlen);
+/* For a login session, in sshd's privileged process for the connection once the user is authenticated
+ * (the PAM module pam_jail.c): soperator_enter_jail, then the tasks' capability bounding set (no
+ * CAP_SYS_ADMIN, no CAP_SYS_CHROOT), as a job step gets. Every process the connection starts, the
+ * user's shell among them, has the jail as its root, and root's session can neither mount nor chroot
+ * (nothing of the login container is left to reach). Returns 0, or -1 with the reason in err: the
+ * caller must then refuse the login. */
+int soperator_enter_session(const char *jail, char *err, size_t errlen);
 
-/* The same without touching the bounding set, for a daemon that still needs its capabilities (sshd
- * on login nodes: every session it starts inherits no_new_privs and the filter).
+/* no_new_privs and, unless allow_userns, the filter against user namespaces, without touching the
+ * capabilities, for a daemon that still needs them (sshd on login nodes: every session it starts
+ * inherits both).
  * Returns 0, or -1 with the reason in err. */
 int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen);
 

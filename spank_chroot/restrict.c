@@ -164,9 +164,11 @@ static int limit_capabilities(int also, char *err, size_t errlen)
     return trim_inheritable_and_ambient(err, errlen);
 }
 
-int soperator_limit_session_capabilities(char *err, size_t errlen)
+int soperator_enter_session(const char *jail, char *err, size_t errlen)
 {
-    return limit_capabilities(CAP_SYS_CHROOT, err, errlen);
+    if (soperator_enter_jail(jail, err, errlen) != 0)
+        return -1;
+    return limit_capabilities(-1, err, errlen);
 }
 
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen)

@@ -219,6 +219,7 @@ class PATHS:
     lib_dir = "/opt/soperator/lib"
     jail_lib = f"{lib_dir}/libsoperator_jail.so"
     chroot_plugin = f"{lib_dir}/spank_chroot.so"
+    pam_jail_module = f"{lib_dir}/pam_soperator_jail.so"  # login sessions into the jail (pam_sshd.j2)
     health_check = "/opt/soperator/bin/health-check"
     # pam_exec's program on login nodes: puts a session into its user's cgroup (session_limits.py).
     session_limits = "/opt/soperator/bin/session-limits"

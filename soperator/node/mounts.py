@@ -2,8 +2,8 @@
 
 After the SPANK plugin pivots a job step into the jail, slurmstepd itself lives there, so the jail
 must show the node's own hosts file, Slurm config, spool, munge socket, devices and /tmp at the same
-paths; otherwise the step cannot report back to slurmctld. Login sessions (sshd ChrootDirectory)
-need the same, plus /proc. These mounts live in the container's mount namespace only, although the
+paths; otherwise the step cannot report back to slurmctld. Login sessions (which sshd's PAM account
+step moves into the jail, spank_chroot/pam_jail.c) need the same, plus /proc. These mounts live in the container's mount namespace only, although the
 jail volume itself is shared by every node.
 """
 from __future__ import annotations

@@ -27,12 +27,13 @@ def read_place(path: str) -> str:
 def wait_for_place(path: str, timeout: float, stop: Callable[[], bool] = lambda: False,
                    poll: float = 0.5) -> str:
     """The place once the file holds one; '' after `timeout` seconds or once told to stop, logged."""
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     logged = False
     while True:
         place = read_place(path)
         if place and _PLACE.fullmatch(place):
-            log(f"topology: registering at {place}")
+            log(f"topology: registering at {place}" + (f" (waited {time.monotonic() - started:.1f} s)" if logged else ""))
             return place
         if place:  # never passed to slurmd: a malformed --conf stops it at once
             log(f"topology: ignored a place that is not Slurm's topology:unit form: {place!r}")

@@ -8,7 +8,7 @@
 - Once populated, a re-run with overwrite off changes nothing.
 - overwrite on replaces the system files from the image but never touches user data (USER_DATA and
   whatever `SOPERATOR_POPULATE_KEEP` lists); files the image does not have are never deleted.
-- The jail root ends root-owned, mode 0755: sshd's ChrootDirectory requires it.
+- The jail root ends root-owned, mode 0755: it becomes every job step's and login session's `/`.
 """
 from __future__ import annotations
 

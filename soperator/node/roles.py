@@ -106,17 +106,16 @@ def sticky_shm() -> None:
 
 
 def restrict_sessions() -> None:
-    """What job steps get from the SPANK plugin, for sshd and every session it starts: the tasks'
-    capability bounding set (plus CAP_SYS_CHROOT for sshd's chroot), no_new_privs and, unless the
-    cluster allows them, no user namespaces (the same C code, restrict.c)."""
+    """What job steps get from the SPANK plugin, for sshd and every session it starts: no_new_privs
+    and, unless the cluster allows them, no user namespaces (the same C code, restrict.c). sshd keeps
+    its capabilities: each connection's sshd enters the jail in PAM's account step and only then takes
+    the tasks' capability bounding set (pam_jail.c)."""
     allow = os.environ.get(ENV.allow_user_namespaces) == "true"
     err = ctypes.create_string_buffer(512)
-    lib = ctypes.CDLL(PATHS.jail_lib)
-    if lib.soperator_limit_session_capabilities(err, len(err)) != 0:
-        raise NodeError(f"cannot limit login sessions' capabilities: {err.value.decode()}")
-    if lib.soperator_restrict_sessions(int(allow), err, len(err)) != 0:
+    if ctypes.CDLL(PATHS.jail_lib).soperator_restrict_sessions(int(allow), err, len(err)) != 0:
         raise NodeError(f"cannot restrict login sessions: {err.value.decode()}")
-    log("login sessions: no CAP_SYS_ADMIN, no_new_privs" + ("" if allow else ", no user namespaces"))
+    log("login sessions: in the jail's own mount namespace, no CAP_SYS_ADMIN or CAP_SYS_CHROOT, no_new_privs"
+        + ("" if allow else ", no user namespaces"))
 
 
 def mask_session_proc() -> None:

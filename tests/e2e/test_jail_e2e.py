@@ -22,12 +22,23 @@ import pytest
 from images.podman import podman
 from soperator.render.configs import slurm_files
 from tests.cluster.controlplane import free_port
-from tests.support.e2e_cluster import MAX_USER_PROCESSES, SSH_PORT, add_user, e2e_cluster, ssh, try_ssh
+from tests.support.e2e_cluster import MAX_USER_PROCESSES, SSH_PORT, add_user, e2e_cluster, running, ssh, try_ssh
 from tests.support.job_reason import waits_for_nodes
 from tests.support.ssh_session import run as _run
 from tests.support.wait import until as _wait
 
 pytestmark = pytest.mark.e2e
+# Root in the jail switches to munged's user and looks into its /proc/<pid>/root: the node container's
+# root, with the munge key, unless munged is not dumpable (its binary unreadable to its user).
+INTO_MUNGED = ("M=$(pgrep -xo munged); setpriv --reuid=$(stat -c %u /proc/$M) --regid=$(stat -c %g /proc/$M) "
+               "--clear-groups ls /proc/$M/root/ 2>&1 | head -1 | sed 's/^/munged-root: /'")
+# Root may log in with this key (spec.login.rootSshPublicKeys) on this file's clusters.
+ROOT_KEY = paramiko.RSAKey.generate(2048)
+
+
+@pytest.fixture
+def cluster(images, tmp_path):
+    yield from running(tmp_path, login={"rootSshPublicKeys": [f"{ROOT_KEY.get_name()} {ROOT_KEY.get_base64()}"]})
 
 
 def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
@@ -67,9 +78,9 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
         # The session's own procfs keeps the runtime's masks: /proc/sys read-only (kernel.core_pattern).
         proc_sys = _run(client, "grep ' /proc/sys ' /proc/self/mountinfo")[1].split()
         assert proc_sys and proc_sys[5].split(",")[0] == "ro", proc_sys
-        # sshd, and so root's session, keeps CAP_SYS_CHROOT for the chroot and no CAP_SYS_ADMIN.
-        sshd = cluster.exec("e2e-login-0", "sh", "-c", "grep CapBnd /proc/$(pgrep -o sshd)/status").split()
-        assert not int(sshd[1], 16) >> 21 & 1 and int(sshd[1], 16) >> 18 & 1, sshd
+        # The session has the job steps' bounding set: no CAP_SYS_ADMIN, no CAP_SYS_CHROOT.
+        bounding = int(_run(client, "grep CapBnd /proc/self/status")[1].split()[1], 16)
+        assert not bounding >> 21 & 1 and not bounding >> 18 & 1, hex(bounding)
         # A fork bomb stops at the spec's per-user process limit (the kernel counts alice's processes).
         assert _run(client, "ulimit -u")[1].strip() == str(MAX_USER_PROCESSES)
         code, out, err = _run(client, f"sh -c 'for i in $(seq {MAX_USER_PROCESSES + 20}); do sleep 5 & done' 2>&1; "
@@ -112,6 +123,25 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
         assert "JobState=CANCELLED" in _run(client, f"scontrol -o show job {sleeper}")[1]
         assert "sleep 600" not in cluster.exec("e2e-worker-0", "ps", "-eo", "args")
 
+    # Root's session (spec.login.rootSshPublicKeys) is in the jail as root's job step is: it cannot
+    # chroot, mount or set kernel knobs, and no process it can see leads to the login container's root
+    # (with sshd's plain chroot, /proc/<sshd>/root did, and `chroot` + `..` out of it).
+    with ssh(port, "root", ROOT_KEY) as root:
+        code, out, err = _run(root, "cat /etc/soperator-jail-release; grep CapBnd /proc/self/status; "
+                                    "chroot / true 2>&1; mount -t tmpfs none /mnt 2>&1; "
+                                    "(: >> /proc/sys/kernel/core_pattern) 2>&1; "
+                                    "ls -d /proc/[0-9]*/root/opt/soperator/soperator_node 2>/dev/null | wc -l; "
+                                    f"{INTO_MUNGED}; "
+                                    "test -e /opt/soperator/soperator_node && echo node-root || echo jail-root")
+        lines = out.splitlines()
+        assert lines[0].startswith("soperator jail") and lines[-1] == "jail-root", out
+        bounding = int(lines[1].split()[1], 16)
+        assert not bounding >> 21 & 1 and not bounding >> 18 & 1, out
+        assert "Operation not permitted" in lines[2] and "Read-only file system" in out, out
+        assert lines[-3] == "0", out  # no /proc/<pid>/root of the login container's processes
+        assert lines[-2].startswith("munged-root: ") and "Permission denied" in lines[-2], out
+        assert _run(root, "sinfo -h -o %D")[1].strip() == "2"
+
     # The job wrote into the one shared jail, not into a worker container's own filesystem.
     assert (cluster.jail / "home" / "alice" / "from-e2e-worker-1").read_text() == "from-e2e-worker-1\n"
     assert "note.txt" not in cluster.exec("e2e-worker-0", "ls", "/home")
@@ -122,12 +152,13 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
                        # Opened for writing, never written: were the masks ever gone, the host's kernel
                        # would keep what a test wrote there.
                        "unshare --user true 2>&1; (: >> /proc/sys/kernel/core_pattern) 2>&1 | "
-                       "sed 's/^/core-pattern: /'; echo done", check=False).stdout
+                       f"sed 's/^/core-pattern: /'; {INTO_MUNGED}; echo done", check=False).stdout
     bounding = int(root_step.split()[1], 16)
     assert bounding >> 21 & 1 == 0 and root_step.rstrip().endswith("done"), root_step
     assert "permission denied" in root_step.lower() and "Read-only file system" in root_step, root_step
     # Its procfs is its own, yet masked as the runtime masks it: core_pattern is not root's to set.
     assert re.search(r"core-pattern: .*Read-only file system", root_step), root_step
+    assert re.search(r"munged-root: .*Permission denied", root_step), root_step
 
     # The door is closed to what the spec does not open: no tunnel through a login shell, and root
     # (whose keys the spec does not list) is refused even with a key that works for alice.

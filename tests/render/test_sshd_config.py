@@ -37,9 +37,9 @@ def test_rendered_sshd_config_passes_sshd_t(keys, tmp_path, login):
 
 def test_sshd_t_rejects_a_broken_config(keys, tmp_path):
     files = sshd_files(make_cluster())
-    files["sshd_config"] = files["sshd_config"].replace("ChrootDirectory", "ChrootDirectoryy")
+    files["sshd_config"] = files["sshd_config"].replace("MaxAuthTries", "MaxAuthTriess")
     proc = _sshd_test(files, keys, tmp_path)
-    assert proc.returncode != 0 and "ChrootDirectoryy" in proc.stdout
+    assert proc.returncode != 0 and "MaxAuthTriess" in proc.stdout
 
 
 def _lines(**login) -> list[str]:
@@ -49,8 +49,10 @@ def _lines(**login) -> list[str]:
 def test_password_and_interactive_logins_are_off():
     lines = _lines()
     for required in ("PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM yes",
-                     "ChrootDirectory /mnt/jail", "MaxAuthTries 3", "LogLevel VERBOSE"):
+                     "MaxAuthTries 3", "LogLevel VERBOSE"):
         assert required in lines
+    # Sessions enter the jail in PAM's account step (pam_jail.c), never through sshd's plain chroot.
+    assert not any(ln.startswith("ChrootDirectory") for ln in lines)
 
 
 def _pam(**login) -> list[str]:
@@ -67,9 +69,12 @@ def test_pam_authenticates_nobody_and_puts_each_login_into_its_users_cgroup():
     assert ["account", "required", "pam_unix.so"] in pam
     assert ["account", "required", "pam_exec.so", "type=account", "/opt/soperator/bin/session-limits",
             "--memory", str(512 * 2**20), "--cpu", "1500"] in pam
-    assert ["--memory", str(4 * 2**30), "--cpu", "2000"] == _pam()[-2][-4:]  # the defaults: 4Gi, 2 CPUs
-    assert ["--memory", "0", "--cpu", "250"] == _pam(sessionLimits={"memory": 0, "cpu": "250m"})[-2][-4:]
-    unlimited = _pam(sessionLimits={"memory": "0", "cpu": 0})
+    assert ["--memory", str(4 * 2**30), "--cpu", "2000"] == _pam()[-3][-4:]  # the defaults: 4Gi, 2 CPUs
+    assert ["--memory", "0", "--cpu", "250"] == _pam(sessionLimits={"memory": 0, "cpu": "250m"})[-3][-4:]
+    # Last of the account step, after the cgroup: the connection enters the jail, or is refused.
+    for stack in (pam, unlimited := _pam(sessionLimits={"memory": "0", "cpu": 0})):
+        assert [ln for ln in stack if ln[0] == "account"][-1] == [
+            "account", "required", "/opt/soperator/lib/pam_soperator_jail.so", "/mnt/jail"]
     assert not any("pam_exec.so" in ln for ln in unlimited) and ["session", "required", "pam_permit.so"] in unlimited
 
 

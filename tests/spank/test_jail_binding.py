@@ -150,10 +150,11 @@ def test_old_root_is_not_reachable_from_the_jail(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-def test_missing_jail_fails_and_leaves_the_root_alone(tmp_path):
+@pytest.mark.parametrize("enter", ["soperator_enter_jail", "soperator_enter_session"])  # a step's, a login's
+def test_missing_jail_fails_and_leaves_the_root_alone(tmp_path, enter):
     def child(out):
         err = _err()
-        rc = lib.soperator_enter_jail(str(tmp_path / "absent").encode(), err, 512)
+        rc = getattr(lib, enter)(str(tmp_path / "absent").encode(), err, 512)
         os.write(out, f"{rc} {os.path.exists('/etc/os-release')} ".encode() + ffi.string(err))
         return 0
 
@@ -516,22 +517,33 @@ def test_a_jail_whose_null_device_is_not_one_refuses_the_step(tmp_path, null):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-def test_sessions_lose_sys_admin_but_keep_chroot():
-    """sshd (and so root's login session) keeps CAP_SYS_CHROOT for ChrootDirectory and the tasks'
-    allowlist, and no CAP_SYS_ADMIN: root's session cannot mount over its procfs' masks."""
+def test_a_login_session_enters_the_jail_with_the_steps_bounding_set(tmp_path):
+    """What the PAM module does in a connection's sshd (pam_jail.c): the jail as root in a namespace
+    of its own, then no CAP_SYS_ADMIN and no CAP_SYS_CHROOT for what it execs (root's shell): root
+    can neither mount nor chroot, and the node's root is not there to reach."""
+    jail = str(make_thin_jail(tmp_path / "jail"))
+    secret = tmp_path / "host-only"
+    secret.write_text("host\n")
+
     def child(out):
-        if lib.soperator_limit_session_capabilities(_err(), 512) != 0:
+        _bind_usr(jail)
+        err = _err()
+        if lib.soperator_enter_session(jail.encode(), err, 512) != 0:
+            os.write(out, b"ERR " + ffi.string(err))
             return 3
-        shown = subprocess.run(["sh", "-c", "grep CapBnd /proc/self/status; unshare --mount mount -t tmpfs none "
-                                "/mnt 2>/dev/null && echo mounted || echo no-mount"], capture_output=True, text=True)
-        os.write(out, shown.stdout.encode())
+        shown = subprocess.run(["sh", "-c", "cat /jail-marker; grep CapBnd /proc/self/status; "
+                                "unshare --mount mount -t tmpfs none /mnt 2>/dev/null && echo mounted || echo no-mount; "
+                                "mkdir -p /tmp/x; chroot /tmp/x /bin/true 2>/dev/null && echo chrooted || echo no-chroot; "
+                                f"test -e {secret} && echo host-seen || echo host-unseen"], capture_output=True, text=True)
+        os.write(out, shown.stdout.encode() + shown.stderr.encode())
         return 0
 
     code, data = _in_child(child)
     assert code == 0, data
-    _, bounding, mounted = data.decode().split()
-    assert not int(bounding, 16) & (1 << 21) and int(bounding, 16) & (1 << 18), bounding  # SYS_ADMIN, SYS_CHROOT
-    assert mounted == "no-mount"
+    marker, _, bounding, mounted, chrooted, host = data.decode().split()
+    assert marker == MARKER
+    assert not int(bounding, 16) & (1 << 21) and not int(bounding, 16) & (1 << 18), bounding  # SYS_ADMIN, SYS_CHROOT
+    assert (mounted, chrooted, host) == ("no-mount", "no-chroot", "host-unseen")
 
 
 def _read_only_in_new_namespace(root: bytes, err, errlen: int) -> int:

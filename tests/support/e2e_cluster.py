@@ -32,7 +32,7 @@ def e2e_cluster(**extra):
         images={name: image_ref(img) for name, img in (("controller", "controller"), ("worker", "worker"),
                                                         ("login", "login"), ("populateJail", "populate-jail"))}
         | {"pullPolicy": "Never"},
-        login={"maxUserProcesses": MAX_USER_PROCESSES},
+        login={"maxUserProcesses": MAX_USER_PROCESSES, **extra.pop("login", {})},
         slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
                      "extra": {"SchedulerParameters": "batch_sched_delay=0"}},
         **extra)
