@@ -279,14 +279,18 @@ def login(sup: Supervisor) -> None:
     log(f"accounts from the jail: {', '.join(use_jail_accounts(JAIL))}")
     start_munged(sup)
     # sackd fetches the configuration into /run/slurm/conf and keeps it current: the jail's Slurm
-    # commands read it there (bound in below).
-    # It runs as SlurmUser, and in the foreground as under systemd, saying when it has the files.
+    # commands read it there (bound in below). It runs as SlurmUser, in the foreground (-D), where it
+    # takes a reconfigure by exec'ing its argv[0] in place: by absolute path (a bare name fails with
+    # ENOENT and it goes on with the old files). Not --systemd: there it hands over to a new process
+    # and exits, which would end this container.
     os.makedirs(PATHS.configless_dir, exist_ok=True)
     shutil.chown(PATHS.configless_dir, "slurm", "slurm")
     conf_server = os.environ[ENV.conf_server]
     wait_for_names([conf_server.rsplit(":", 1)[0]], START_WAIT, stop=lambda: sup.stopping)
-    sup.start_notified("sackd", ["runuser", "-u", "slurm", "--", "sackd", "--systemd", "--conf-server",
-                                 conf_server], timeout=180, owner="slurm")
+    sackd = sup.start("sackd", ["runuser", "-u", "slurm", "--", shutil.which("sackd") or "sackd", "-D",
+                                "--conf-server", conf_server])
+    if not wait_for_path(f"{PATHS.configless_dir}/conf/slurm.conf", 180, sackd):
+        raise NodeError(f"sackd did not fetch the configuration from {conf_server} (exit code {sackd.poll()})")
     log(f"nosuid,nodev: {', '.join(harden_jail(JAIL))}")
     log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
     mount_private_proc(JAIL)

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from typing import Callable
 
@@ -49,29 +46,6 @@ class Supervisor:
         """Run `work` every `interval` seconds from wait()'s loop. Anything that starts processes
         belongs here, not in a thread: reap() collects every exited child, a thread's too."""
         self.periodic.append([interval, time.monotonic() + interval, work])
-
-    def start_notified(self, name: str, argv: list[str], timeout: float, owner: str | None = None,
-                       **kw) -> subprocess.Popen:
-        """Start a daemon that reports readiness the systemd way (sd_notify READY=1) and wait for it:
-        a socket of ours stands in for systemd's, given to `owner` if the daemon runs as that user.
-        The socket stays open (and read) while it runs."""
-        path = f"/run/soperator-{name}.notify"
-        if os.path.lexists(path):
-            os.unlink(path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(path)
-        if owner:
-            shutil.chown(path, owner)
-        proc = self.start(name, argv, env={**os.environ, "NOTIFY_SOCKET": path}, **kw)
-        deadline = time.monotonic() + timeout
-        sock.settimeout(1)
-        while b"READY=1" not in _receive(sock):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{name} did not report ready within {timeout:.0f} s "
-                                   f"(exit code {proc.poll()})")
-        sock.settimeout(None)
-        threading.Thread(target=_drain, args=(sock,), daemon=True, name=f"{name}-notify").start()
-        return proc
 
     def _stop(self, signum, _frame) -> None:
         self.stopping = True  # wait() does the stopping, in order, outside the signal handler
@@ -142,19 +116,6 @@ class Supervisor:
                     task[2]()
                 except (OSError, subprocess.SubprocessError) as exc:  # next round tries again
                     log(f"periodic work failed: {exc}")
-
-
-def _drain(sock: socket.socket) -> None:
-    """Keep reading a daemon's later notifications (STATUS=…), so its sends never block."""
-    while sock.recv(4096):
-        pass
-
-
-def _receive(sock: socket.socket) -> bytes:
-    try:
-        return sock.recv(4096)
-    except TimeoutError:
-        return b""
 
 
 def log(message: str) -> None:
