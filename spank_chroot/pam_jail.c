@@ -12,22 +12,35 @@
 
 #include <security/pam_ext.h>
 #include <security/pam_modules.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <syslog.h>
+
+/* To syslog and, as no syslog daemon runs in a container, to stderr: sshd's (the pod's) log. */
+static void report(pam_handle_t *pamh, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(pam_handle_t *pamh, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    pam_vsyslog(pamh, LOG_ERR, fmt, args);
+    va_end(args);
+    va_start(args, fmt);
+    fputs("pam_soperator_jail: ", stderr);
+    vfprintf(stderr, fmt, args);
+    fputc('\n', stderr);
+    va_end(args);
+}
 
 PAM_EXTERN int pam_sm_acct_mgmt(pam_handle_t *pamh, int flags, int argc, const char **argv)
 {
     char err[512];
     (void)flags;
     if (argc != 1) {
-        pam_syslog(pamh, LOG_ERR, "usage: pam_soperator_jail.so <jail path>");
-        fprintf(stderr, "pam_soperator_jail: usage: pam_soperator_jail.so <jail path>\n");
+        report(pamh, "usage: pam_soperator_jail.so <jail path>");
         return PAM_SYSTEM_ERR;
     }
     if (soperator_enter_session(argv[0], err, sizeof(err)) != 0) {
-        /* No syslog daemon in a container: stderr reaches sshd's (the pod's) log too. */
-        pam_syslog(pamh, LOG_ERR, "login refused: cannot enter the jail %s: %s", argv[0], err);
-        fprintf(stderr, "pam_soperator_jail: login refused: cannot enter the jail %s: %s\n", argv[0], err);
+        report(pamh, "login refused: cannot enter the jail %s: %s", argv[0], err);
         return PAM_PERM_DENIED;
     }
     return PAM_SUCCESS;

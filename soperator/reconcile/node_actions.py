@@ -188,7 +188,7 @@ def act_on_checks(kube: Kube, body: dict, seen: Observation, plan: CheckPlan, kn
         except SlurmError as exc:  # still Slurm's: followed again, and cancelled when the next round is due
             records[check]["running"][node] = job_id
             records[check]["skipped"] -= 1
-            uncancelled.append(f"{check}'s job {job_id} on {node}: {exc}")
+            uncancelled.append(f"cancelling {check}'s job {job_id} on {node}: {exc}")
         else:
             kube.event(body, "Normal", "CheckSkipped", f"{check} skipped {node}: its job {job_id} was still pending "
                        "when the next round was due")
@@ -206,7 +206,7 @@ def act_on_checks(kube: Kube, body: dict, seen: Observation, plan: CheckPlan, kn
         return failed
     if refused or uncancelled:
         return Cond("HealthChecks", False, "SubmitFailed" if refused else "CancelFailed",
-                    "; ".join([*refused, *(f"cancelling {c}" for c in uncancelled)]))
+                    "; ".join(refused + uncancelled))
     if not known:
         return Cond("HealthChecks", None, "Unknown", "Slurm's nodes or jobs could not be read: no round starts")
     failing = [f"{r['name']}: {', '.join(f'{n} ({why})' for n, why in r['failed'].items())}"

@@ -9,8 +9,9 @@ topology.yaml must list: the blocks rendered are the label's values on every Kub
 A bound pod is told its place (PLACE_ANNOTATION, which a fixed node set's slurmd registers with), and
 a node is placed through slurmrestd once its slurmd registered elsewhere (a CLOUD record, a slurmd
 that did not wait for its place; Slurm keeps the place across restarts and reconfigures), and again
-when its Kubernetes node's labels change; a pod that moves is a new registration on its new node. A node whose Kubernetes node lacks a level's label, or whose switch
-name is taken by another place in the tree, is left where it is and named in the condition.
+when its Kubernetes node's labels change; a pod that moves is a new registration on its new node. A
+node whose Kubernetes node lacks a level's label, or whose switch name is taken by another place in
+the tree, is left where it is and named in the condition.
 """
 from __future__ import annotations
 
