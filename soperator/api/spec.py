@@ -16,6 +16,7 @@ from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, Annotatio
 from soperator.api.grammar import GRES_NAME_PATTERN, GresDeviceFiles, GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath, overlap_rule, overlapping
 from soperator.api.slurm_config import CgroupConfig, HealthCheck, NodeSetName, Partition, PlugStack, SlurmConfig
+from soperator.api.identity import IdentitySpec
 from soperator.api.topology import TopologySpec
 from soperator.node.layout import CONTROLLER, DATABASE, LOGIN, POPULATE_JAIL, PORTS, SLURMDBD
 
@@ -509,6 +510,8 @@ class SlurmClusterSpec(ApiModel):
                                              f"of the Kubernetes nodes the workers run on (Slurm {releases.TOPOLOGY} "
                                              "and later)")
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
+    identity: Optional[IdentitySpec] = Field(default=None, description="users and groups from an LDAP directory "
+                                             "(SSSD on every node); unset: the jail's own accounts only")
     maintenance: bool = Field(default=False, description="maintenance for every node set at once")
 
     model_config = ConfigDict(json_schema_extra=cel(

@@ -1,7 +1,7 @@
 """Every login user is in accounting without a manual sacctmgr.
 
-While slurm.conf sends job records to slurmdbd, the controller looks at the jail's accounts every
-10 s (slurm.conf enforces associations: until then a new user's jobs are refused). A user (UID_MIN
+While slurm.conf sends job records to slurmdbd, the controller looks at the jail's accounts (and the
+directory's, spec.identity) every 10 s (slurm.conf enforces associations: until then a new user's jobs are refused). A user (UID_MIN
 to UID_MAX) that slurmdbd does not know yet gets an association in the default account, made if
 missing. A user slurmdbd already knows is left alone, whatever account an admin moved it to: this
 only ever adds.
@@ -31,8 +31,20 @@ def sacctmgr(*args: str) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(argv, -1, "", "sacctmgr timed out")
 
 
+def _local_names(passwd: str = "/etc/passwd") -> set[str]:
+    try:
+        with open(passwd, encoding="utf-8", errors="replace") as fh:
+            return {line.split(":", 1)[0] for line in fh if ":" in line}
+    except OSError:
+        return set()
+
+
 def login_users() -> list[str]:
-    return sorted(p.pw_name for p in pwd.getpwall() if UID_MIN <= p.pw_uid <= UID_MAX)
+    """The jail's regular users (its /etc/passwd, UID_MIN..UID_MAX) and, with spec.identity, every
+    user the directory lists through SSSD (any id from UID_MIN: directories hand out large ones)."""
+    local = _local_names()
+    return sorted({p.pw_name for p in pwd.getpwall() if UID_MIN <= p.pw_uid <= UID_MAX
+                   or (p.pw_uid >= UID_MIN and p.pw_name not in local)})
 
 
 def _names(proc: subprocess.CompletedProcess) -> set[str] | None:

@@ -81,6 +81,8 @@ CORDONED_ANNOTATION = "slurm.soperator.dev/cordoned-for"
 # API (PATHS.place_file) and registers there, so no job lands on it before it is placed.
 PLACE_ANNOTATION = "slurm.soperator.dev/topology"
 PLACEMENT_VOLUME = "placement"
+# On the pod templates of a cluster with spec.identity: a digest of sssd.conf, which SSSD reads once.
+IDENTITY_HASH_ANNOTATION = "slurm.soperator.dev/identity-hash"
 
 
 class NAMES:
@@ -94,6 +96,7 @@ class NAMES:
     slurmdbd_conf = "slurmdbd-conf"  # then `-<digest>`: one immutable Secret per content
     slurm_configs = SLURM_CONFIGS
     sshd_config = "sshd-config"
+    identity = "identity"  # sssd.conf, rendered from spec.identity
     rest = "rest"
     login_headless = "login-headless"
     database_ingress = "database-ingress"
@@ -154,6 +157,11 @@ SLURMDBD_CONF_FILE = "slurmdbd.conf"
 SSHD_CONFIG_FILE = "sshd_config"
 PAM_SSHD_FILE = "pam_sshd"
 ROOT_KEYS_FILE = "root_authorized_keys"
+SSSD_CONF_FILE = "sssd.conf"
+# spec.identity's Secrets: the CA's, and the bind one's (the keys of a kubernetes.io/basic-auth Secret).
+IDENTITY_CA_FILE = "ca.crt"
+BIND_DN_FILE = "username"
+BIND_PASSWORD_FILE = "password"
 # One Secret file pair each (ssh_host_<type>_key, .pub); sshd_config names them in this order.
 SSH_HOST_KEY_TYPES = ("ed25519", "ecdsa", "rsa")
 
@@ -240,6 +248,22 @@ class PATHS:
     # The node set's enroot.conf, from the pod's environment, bound over the jail's (enroot reads it there).
     enroot_conf = "/run/soperator/enroot.conf"
     jail_enroot_conf = "/etc/enroot/enroot.conf"
+
+    # spec.identity: SSSD on the controller, worker and login nodes. The operator's sssd.conf (no
+    # password in it), the bind Secret and the CA are given here; the entrypoint writes sssd_conf from
+    # them (root's, 0600: sssd refuses it otherwise). SSSD's sockets and memory cache in sss_state are
+    # bound into the jail (libnss_sss there looks for them at these fixed paths); its db there is the
+    # cache a directory outage is survived with, an emptyDir that outlives the container.
+    identity_dir = "/etc/soperator/identity"
+    identity_conf_given = f"{identity_dir}/conf/{SSSD_CONF_FILE}"
+    identity_bind_dir = f"{identity_dir}/bind"
+    identity_ca = f"{identity_dir}/ca/{IDENTITY_CA_FILE}"
+    sssd_conf = f"/etc/sssd/{SSSD_CONF_FILE}"
+    sssd_conf_dir = "/etc/sssd/conf.d"
+    sss_state = "/var/lib/sss"
+    sss_pipes = f"{sss_state}/pipes"
+    sss_memory_cache = f"{sss_state}/mc"
+    sss_authorized_keys = "/usr/bin/sss_ssh_authorizedkeys"
 
     # The accounting database's pod.
     db_data = "/var/lib/mysql"

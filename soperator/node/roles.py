@@ -19,8 +19,9 @@ from .fresh_boot import forget_refusal, record, take_over
 from .hold import hold, release
 from .job_dirs import clear_job_dirs
 from .layout import CGROUPS_UNAVAILABLE, ENV, PATHS
-from .mounts import (CONTAINER_RUNTIME, CONTAINERS, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail, harden_jail,
-                     mount_private_proc, use_jail_accounts)
+from .identity import start_sssd
+from .mounts import (CONTAINER_RUNTIME, CONTAINERS, IDENTITY, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail,
+                     harden_jail, mount_private_proc, use_jail_accounts)
 from .names import wait_for_names
 from .placement import registration_conf, wait_for_place
 from .reconfigure import ConfigWatch
@@ -91,6 +92,8 @@ def controller(sup: Supervisor) -> None:
     # slurmctld checks slurmrestd callers' tokens with it (AuthAltParameters=jwt_key=...).
     install_key(PATHS.jwt_key_given, PATHS.jwt_key, "slurm")
     start_munged(sup)
+    # Directory users too (spec.identity), every one listed: the accounting sync below adds them.
+    start_sssd(sup, enumerate_users=True)
     take_cluster_id_from_database(PATHS.slurm_conf, PATHS.controller_spool)
     sup.start("slurmctld", ["slurmctld", "-D", "-f", PATHS.slurm_conf])
     sup.every(5.0, ConfigWatch(PATHS.slurm_config_dir, os.path.join(PATHS.controller_spool, ".soperator-pushed"),
@@ -177,7 +180,9 @@ def worker(sup: Supervisor) -> None:
     # slurmd keeps the fetched configuration under its spool and links /run/slurm/conf to it: job
     # steps and the Slurm commands in the jail read it there.
     os.makedirs(PATHS.configless_dir, exist_ok=True)
-    log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER))}")
+    # slurmd and slurmstepd resolve job users here, and the step again in the jail (spec.identity).
+    identity = IDENTITY if start_sssd(sup) else ()
+    log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER + identity))}")
     enable_containers()
     name_health_check()
     name, conf_server = socket.gethostname(), os.environ[ENV.conf_server]
@@ -292,7 +297,9 @@ def login(sup: Supervisor) -> None:
     if not wait_for_path(f"{PATHS.configless_dir}/conf/slurm.conf", 180, sackd):
         raise NodeError(f"sackd did not fetch the configuration from {conf_server} (exit code {sackd.poll()})")
     log(f"nosuid,nodev: {', '.join(harden_jail(JAIL))}")
-    log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
+    # sshd looks users and their keys up here, sessions again in the jail (spec.identity).
+    identity = IDENTITY if start_sssd(sup) else ()
+    log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN + identity))}")
     mount_private_proc(JAIL)
     mask_session_proc()  # also over one already there: another read-only layer changes nothing
     limited = ready_session_cgroups()

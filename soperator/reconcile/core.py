@@ -23,6 +23,7 @@ from soperator.reconcile.conditions import Cond
 from soperator.reconcile.config_nudge import nudge_controller
 from soperator.reconcile.accounting import ensure_accounting
 from soperator.reconcile.apply import ensure
+from soperator.reconcile.identity import directory_condition
 from soperator.reconcile.autoscale import mode_changes
 from soperator.reconcile.ready_condition import ready_condition
 from soperator.reconcile.jobs import populate_state
@@ -127,6 +128,8 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     if not secrets.ok:
         return Result("Error", conds, releases=upgrade.status())
     accounting = ensure_accounting(kube, snap, parts["accounting"])
+    # Gates nothing: SSSD serves the users it has seen while the directory is away.
+    directory = directory_condition(kube, cluster)
     live_configs = snap.live("ConfigMap", slurm_configs_name(cluster)) or {}
     blocks = topology_blocks(cluster.spec.topology, snap.kube_nodes, (live_configs.get("data") or {}).get("topology.yaml"))
     configs = config_maps(part_cluster(cluster, upgrade, "config"), _accounting_live(snap, accounting), blocks)
@@ -136,8 +139,8 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     populated = populate_state(kube, snap, parts["login"])
     conds.append(populated)
     if not populated.ok:
-        return Result("Error" if populated.ok is False else "Populating", conds + ([accounting] if accounting else []),
-                      releases=upgrade.status())
+        return Result("Error" if populated.ok is False else "Populating",
+                      conds + [c for c in (accounting, directory) if c], releases=upgrade.status())
     controller = snap.live("StatefulSet", object_name(cluster, CONTROLLER))
     # slurmrestd is the controller pod's: read through the data parser of the release it runs.
     rest = upgrade.rest_release()
@@ -171,7 +174,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         conds.append(ready_condition(label, c["ready"], c["desired"], snap.pods_of(component)))
     node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plan.scale, pods, waited, plan.sizing)
     conds += [seen.condition, scaled, updated, maintenance, followed] + [c for c in (sized, moved, placed, checked,
-                                                                                     accounting) if c]
+                                                                                     accounting, directory) if c]
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
     metrics = metrics_client(seen.client, metrics_url(cluster)) if seen.client is not None and \

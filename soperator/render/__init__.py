@@ -13,6 +13,7 @@ from soperator.render.accounting import accounting_services, slurmdbd_conf_secre
 from soperator.render.common import Obj
 from soperator.render.configs import slurm_configs_config_map, sshd_config_map
 from soperator.render.disruption import disruption_budgets
+from soperator.render.identity import identity_config_map
 from soperator.render.controller import controller_service, controller_stateful_set, rest_service
 from soperator.render.login import login_headless_service, login_ssh_service, login_stateful_set
 from soperator.render.network_policy import controller_ingress_policy, node_egress_policy
@@ -62,7 +63,8 @@ def accounting(cluster: SlurmCluster, keys: KeyMaterial | None) -> list[Obj]:
 def config_maps(cluster: SlurmCluster, accounting_live: bool = True, blocks: tuple[str, ...] = ()) -> list[Obj]:
     """`accounting_live`: slurmdbd answers, so slurm.conf may name it; `blocks`: a block topology's (see
     configs.slurm_files)."""
-    return [slurm_configs_config_map(cluster, accounting_live, blocks), sshd_config_map(cluster)]
+    identity = [identity_config_map(cluster)] if cluster.spec.identity else []
+    return [slurm_configs_config_map(cluster, accounting_live, blocks), sshd_config_map(cluster), *identity]
 
 
 def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int], operator_namespace: str | None = None,

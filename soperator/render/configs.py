@@ -29,6 +29,8 @@ TOPOLOGY_NAME = "default"
 ROOT_SWITCH = "_root"
 NO_BLOCK = "_none"
 UNPLACED = "_unplaced"
+# sssd.conf's one domain: users are `alice`, not `alice@directory` (use_fully_qualified_names is off).
+IDENTITY_DOMAIN = "directory"
 # In slurm.conf when it names slurmdbd (templates/slurm.conf.j2).
 ACCOUNTING_LINE = "AccountingStorageType=accounting_storage/slurmdbd"
 
@@ -110,7 +112,7 @@ def _context(cluster: SlurmCluster, accounting_live: bool = True) -> dict:
         "partitions": cluster.spec.partitions, "health": cluster.spec.health_check,
         "plug_stack": cluster.spec.plug_stack, "pyxis": any(n.pyxis.enabled for n in node_sets),
         "cgroup": cluster.spec.cgroup_config, "uses_cgroups": uses_cgroups(cluster.spec.slurm_config),
-        "login": cluster.spec.login,
+        "login": cluster.spec.login, "identity": cluster.spec.identity,
         "controller_host": controller_host(cluster), "gres_types": gres_types,
         "placeholders": {n.name: (placeholder_node_name(cluster, n), worker_node_conf(n)) for n in node_sets},
         "cloud": {n.name: cloud_node_names(cluster, n) for n in node_sets if n.autoscale},
@@ -185,6 +187,14 @@ def sshd_files(cluster: SlurmCluster) -> dict[str, str]:
     keys = "".join(f"{k}\n" for k in cluster.spec.login.root_ssh_public_keys)
     return {SSHD_CONFIG_FILE: _render("sshd_config", cluster), ROOT_KEYS_FILE: keys,
             PAM_SSHD_FILE: _render("pam_sshd", cluster)}
+
+
+def sssd_conf(cluster: SlurmCluster) -> str:
+    """spec.identity's sssd.conf, without the bind credentials (the node adds them)."""
+    identity = cluster.spec.identity
+    return _env().get_template("sssd.conf.j2").render(
+        name=cluster.name, namespace=cluster.namespace, version=__version__, domain=IDENTITY_DOMAIN, paths=PATHS,
+        identity=identity, ldap=identity.ldap).rstrip("\n") + "\n"
 
 
 def slurm_configs_name(cluster: SlurmCluster) -> str:

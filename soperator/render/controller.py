@@ -6,6 +6,7 @@ from soperator.node.layout import CONTROLLER, ENV, NAMES, PATHS, PORTS
 from soperator.render.common import (Obj, metadata, object_name, resources, secret_volume, selector_labels,
                                      service_domain, slurm_daemon_probes, tcp_probe)
 from soperator.render.configs import controller_host
+from soperator.render.identity import identity_annotations, identity_mounts, identity_volumes
 from soperator.render.nodes import (CONTROLLER_CAPABILITIES, headless_service, headless_service_name, jail_volumes,
                                     node_pod, persistent_volume, root_security_context, slurm_mounts, slurm_volumes,
                                     stateful_set)
@@ -35,16 +36,17 @@ def controller_stateful_set(cluster: SlurmCluster) -> Obj:
         # The jail, read-only, for its accounts: slurmctld resolves job users' groups itself.
         "volumeMounts": slurm_mounts() + [{"name": "spool", "mountPath": PATHS.controller_spool},
                                           {"name": "jail", "mountPath": PATHS.jail, "readOnly": True},
-                                          {"name": "jwt-key", "mountPath": PATHS.jwt_key_dir, "readOnly": True}],
+                                          {"name": "jwt-key", "mountPath": PATHS.jwt_key_dir, "readOnly": True},
+                                          *identity_mounts(cluster)],
         **slurm_daemon_probes(PORTS.slurmctld, spec.slurm_version),
         "resources": resources(spec.controller),
     }
     volumes = slurm_volumes(cluster) + spool_volumes + jail_volumes(cluster)[:1] + [
-        secret_volume("jwt-key", jwt_key_secret_name(cluster), 0o400)]
+        secret_volume("jwt-key", jwt_key_secret_name(cluster), 0o400), *identity_volumes(cluster)]
     pod = node_pod(cluster, spec.controller, container, volumes, grace_seconds=60)
     pod["containers"].append(_slurmrestd(cluster))
     # No config hash: the entrypoint sees the ConfigMap change and runs `scontrol reconfigure`.
-    return stateful_set(cluster, CONTROLLER, 1, pod, {}, claim_templates)
+    return stateful_set(cluster, CONTROLLER, 1, pod, identity_annotations(cluster), claim_templates)
 
 
 def controller_service(cluster: SlurmCluster) -> Obj:

@@ -6,6 +6,7 @@ from soperator.node.layout import CONFIG_HASH_ANNOTATION, ENV, LOGIN, PATHS, POR
 from soperator.render.common import (Obj, config_map_volume, metadata, object_name, resources,
                                      secret_volume, selector_labels, tcp_probe)
 from soperator.render.configs import conf_server, sshd_config_hash, sshd_config_name
+from soperator.render.identity import identity_annotations, identity_mounts, identity_volumes
 from soperator.render.nodes import (LOGIN_CAPABILITIES, headless_service, jail_mounts, jail_volumes,
                                     node_pod, node_security_context, slurm_mounts, slurm_volumes, stateful_set)
 from soperator.render.secrets import ssh_host_keys_secret_name
@@ -30,6 +31,7 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster) + [
             {"name": "sshd-config", "mountPath": PATHS.sshd_config_dir, "readOnly": True},
             {"name": "ssh-host-keys", "mountPath": PATHS.ssh_host_keys, "readOnly": True},
+            *identity_mounts(cluster),
         ],
         "readinessProbe": tcp_probe(PORTS.ssh, period=5, failures=3),
         "livenessProbe": tcp_probe(PORTS.ssh, period=15, failures=8),
@@ -38,11 +40,13 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
     volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster) + [
         config_map_volume("sshd-config", sshd_config_name(cluster)),
         secret_volume("ssh-host-keys", ssh_host_keys_secret_name(cluster), 0o600),
+        *identity_volumes(cluster),
     ]
     pod = node_pod(cluster, spec.login, container, volumes, grace_seconds=30)
     # sshd reads its config once: a change to it rolls the login pods (Slurm's reaches sackd by reconfigure).
     digest = sshd_config_hash(cluster)
-    return stateful_set(cluster, LOGIN, spec.login.replicas, pod, {CONFIG_HASH_ANNOTATION: digest})
+    return stateful_set(cluster, LOGIN, spec.login.replicas, pod,
+                        {CONFIG_HASH_ANNOTATION: digest, **identity_annotations(cluster)})
 
 
 def login_headless_service(cluster: SlurmCluster) -> Obj:

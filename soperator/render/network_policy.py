@@ -30,6 +30,15 @@ def dns_peers(dns: ClusterDns) -> list[Obj]:
     return [pods, *({"ipBlock": {"cidr": cidr}} for cidr in dns.cidrs)]
 
 
+def _directory(cluster: SlurmCluster) -> list[Obj]:
+    """spec.identity's servers on their ports, where the spec gives their addresses."""
+    identity = cluster.spec.identity
+    if identity is None or not identity.ldap.egress_cidrs:
+        return []
+    return [{"to": [{"ipBlock": {"cidr": c}} for c in identity.ldap.egress_cidrs],
+             "ports": [{"protocol": "TCP", "port": p} for p in identity.ldap.ports()]}]
+
+
 def node_egress_policy(cluster: SlurmCluster) -> Obj:
     policy = cluster.spec.network_policy
     instance = {k: v for k, v in selector_labels(cluster, WORKER).items() if k != COMPONENT_LABEL}
@@ -39,7 +48,8 @@ def node_egress_policy(cluster: SlurmCluster) -> Obj:
         blocked = list(policy.blocked_egress_cidrs)
         outside = [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [c for c in blocked if ":" not in c]}},
                    {"ipBlock": {"cidr": "::/0", "except": [c for c in blocked if ":" in c]}}]
-        egress = [{"to": [{"podSelector": {}}]}, {"to": dns_peers(policy.dns), "ports": DNS_PORTS}, {"to": outside}]
+        egress = [{"to": [{"podSelector": {}}]}, {"to": dns_peers(policy.dns), "ports": DNS_PORTS}, {"to": outside},
+                  *_directory(cluster)]
     else:
         egress = [{}]
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",

@@ -13,6 +13,7 @@ from soperator.render.configs import conf_server, enroot_conf, worker_node_conf
 from soperator.render.nodes import (NODE_CAPABILITIES, headless_service, jail_mount, jail_mounts,
                                     jail_volumes, node_pod, node_security_context, slurm_mounts, slurm_volumes,
                                     stateful_set)
+from soperator.render.identity import identity_annotations, identity_mounts, identity_volumes
 from soperator.render.seccomp_profile import pyxis_worker_profile_path
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -148,7 +149,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
             {"name": "spool", "mountPath": PATHS.worker_spool},
             {"name": "shm", "mountPath": PATHS.shm},
             {"name": "job-tmp", "mountPath": PATHS.job_tmp},
-            *pyxis_mounts, *place_mounts,
+            *pyxis_mounts, *place_mounts, *identity_mounts(cluster),
         ],
         **slurm_daemon_probes(PORTS.slurmd, spec.slurm_version),
         "resources": resources(node_set, worker_limits(node_set)),
@@ -157,12 +158,14 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
         {"name": "spool", "emptyDir": {}},
         {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": node_set.shared_memory_size}},
         {"name": "job-tmp", "emptyDir": {}},
-        *pyxis_volumes, *place_volumes,
+        *pyxis_volumes, *place_volumes, *identity_volumes(cluster),
     ]
     # Running steps get KillWait to stop before the pod is torn down.
     pod = node_pod(cluster, node_set, container, volumes, grace_seconds=spec.slurm_config.kill_wait + 30)
     # No config hash: a Slurm config change reaches slurmd by reconfigure, and scaling is registration.
-    return stateful_set(cluster, WORKER, replicas, pod, {}, claim_templates, node_set=node_set.name)
+    # sssd.conf's does: SSSD reads it once.
+    return stateful_set(cluster, WORKER, replicas, pod, identity_annotations(cluster), claim_templates,
+                        node_set=node_set.name)
 
 
 def worker_stateful_sets(cluster: SlurmCluster, replicas: dict[str, int]) -> list[Obj]:

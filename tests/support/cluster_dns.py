@@ -81,6 +81,19 @@ class ClusterDns:
             until(lambda: self._served(name), 30, f"the cluster DNS to serve {name}", interval=0.1)
         return self.records[name]
 
+    def add(self, name: str, address: str) -> None:
+        """A record for something that is not a container on the network (a test's server on the host
+        side of the bridge); served before this returns."""
+        self.records[name] = address
+        self._write_hosts()
+        until(lambda: self._served(name), 30, f"the cluster DNS to serve {name}", interval=0.1)
+
+    def gateway(self) -> str:
+        """The host's address on the network (the bridge's)."""
+        subnet = podman("network", "inspect", "--format", "{{range .Subnets}}{{.Subnet}}{{end}}",
+                        self.network).stdout.strip()
+        return str(next(ipaddress.ip_network(subnet).hosts()))
+
     def _served(self, name: str) -> bool:
         found = podman("exec", self.container, "getent", "ahostsv4", name, check=False)
         return found.returncode == 0 and found.stdout.split()[:1] == [self.records[name]]

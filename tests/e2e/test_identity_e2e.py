@@ -1,0 +1,133 @@
+"""Directory users end to end (spec.identity): a real slapd speaking TLS (Debian's, with a CA of the
+test's own) on the host side of the cluster's network, and the cluster's containers from our images,
+configured only by `soperator render`. Users exist only in the directory: they ssh in with the key
+kept there, get a home at the first login, run jobs, see group changes, survive the directory going
+away, and lose access when removed; the controller's sync puts them in accounting, where sacct shows
+their jobs. A local user of the jail keeps working beside them."""
+from __future__ import annotations
+
+import time
+
+import paramiko
+import pytest
+
+from images.podman import podman
+from tests.cluster.controlplane import free_port
+from tests.support.directory import User
+from tests.support.directory_cluster import start_accounting, with_directory
+from tests.support.e2e_cluster import SSH_PORT, add_user, try_ssh
+from tests.support.ssh_session import run as _run
+from tests.support.wait import until
+
+pytestmark = pytest.mark.e2e
+# The shortest spec.identity.cacheSeconds: how long a change in the directory may take to show.
+CACHE_SECONDS = 10
+
+
+def _key_line(key: paramiko.PKey) -> str:
+    return f"{key.get_name()} {key.get_base64()}"
+
+
+@pytest.fixture
+def directory_cluster(images, tmp_path):
+    yield from with_directory(tmp_path, CACHE_SECONDS, nodeSets=[{"name": "worker", "replicas": 1}],
+                              accounting={"enabled": True})
+
+
+def _logs_in(port: int, user: str, key: paramiko.PKey) -> bool:
+    client = try_ssh(port, user, key)
+    if client is None:
+        return False
+    client.close()
+    return True
+
+
+def _job(client, command: str) -> str:
+    """A one-node batch job from the login session; its output once COMPLETED."""
+    code, out, err = _run(client, f"sbatch --parsable -N1 -o ~/job-%j.out --wrap '{command}'")
+    assert code == 0, err
+    job = out.strip()
+
+    def state():
+        found = _run(client, f"scontrol -o show job {job} | grep -o 'JobState=[A-Z]*'")[1].strip()
+        return found if found not in ("", "JobState=PENDING", "JobState=RUNNING", "JobState=CONFIGURING",
+                                      "JobState=COMPLETING") else None
+
+    assert until(state, 120, f"job {job}") == "JobState=COMPLETED"
+    return _run(client, f"cat ~/job-{job}.out")[1]
+
+
+def test_directory_users_log_in_run_jobs_and_survive_an_outage(directory_cluster):
+    cluster, directory = directory_cluster
+    assert cluster.populate("first")["action"] == "populated"
+    alice_key, bob_key, carol_key = (paramiko.RSAKey.generate(2048) for _ in range(3))
+    directory.add_group("hpc", 3000, ["alice"])
+    directory.add_user(User("alice", 2001, 3000, _key_line(alice_key)))
+    # A local user of the jail, as without a directory.
+    add_user(cluster.jail, "carol", 1500, _key_line(carol_key))
+
+    start_accounting(cluster)
+    cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
+    cluster.start("e2e-worker-0", cluster.pod("StatefulSet", "e2e-worker"))
+    port = free_port()
+    cluster.start("e2e-login-0", cluster.pod("StatefulSet", "e2e-login"), ["-p", f"127.0.0.1:{port}:{SSH_PORT}"])
+    until(lambda: podman("exec", "e2e-controller-0", "sinfo", "-h", "-o", "%t", check=False).stdout.split()
+          == ["idle"], 120, "the worker to register")
+
+    # The controller's sync puts alice in accounting (slurm.conf enforces associations) with no
+    # sacctmgr by hand: it lists her through SSSD.
+    until(lambda: podman("exec", "e2e-controller-0", "sacctmgr", "-n", "-P", "list", "associations", "user=alice",
+                         "format=account", check=False).stdout.split() == ["users"], 120, "alice's association")
+    # alice exists only in the directory: her key is read from it, her home made at her first login.
+    assert not (cluster.jail / "home" / "alice").exists()
+    client = until(lambda: try_ssh(port, "alice", alice_key), 60, "alice's login with her directory key")
+    with client:
+        assert _run(client, "id")[1].strip() == "uid=2001(alice) gid=3000(hpc) groups=3000(hpc)"
+        assert _run(client, "stat -c '%u %g %a' ~ && pwd")[1].split() == ["2001", "3000", "700", "/home/alice"]
+        out = _job(client, "id -un; id -gn; getent passwd alice | cut -d: -f3,6; cat /etc/soperator-jail-release")
+        lines = out.splitlines()
+        assert lines[:3] == ["alice", "hpc", "2001:/home/alice"] and lines[3].startswith("soperator jail"), out
+        assert until(lambda: _run(client, "sacct -n -X -P -o User,Account,State")[1].split(), 60,
+                     "the job's record") == ["alice|users|COMPLETED"]
+    home = (cluster.jail / "home" / "alice").stat()
+    assert (home.st_uid, home.st_gid, home.st_mode & 0o777) == (2001, 3000, 0o700)
+
+    # A user added to the directory now can log in; a group change shows within the cache time.
+    directory.add_user(User("bob", 2002, 3000, _key_line(bob_key)))
+    directory.add_group("gpu", 3001, [])
+    directory.add_member("gpu", "alice")
+    started_at = time.monotonic()
+    until(lambda: _logs_in(port, "bob", bob_key), CACHE_SECONDS + 60, "bob's login after he was added")
+
+    def groups_of_alice():
+        client = try_ssh(port, "alice", alice_key)
+        if client is None:
+            return None
+        with client:
+            return "gpu" in _run(client, "id -Gn")[1].split()
+
+    until(groups_of_alice, CACHE_SECONDS + 60, "alice's new group")
+    print(f"bob's login and alice's group seen {time.monotonic() - started_at:.0f} s after the change")
+
+    # The directory goes away: users already seen keep logging in and running jobs, from SSSD's cache.
+    directory.stop()
+    time.sleep(CACHE_SECONDS + 5)  # past the entries' lifetime: served as expired, offline
+    client = try_ssh(port, "alice", alice_key)
+    assert client is not None, "alice was locked out while the directory was away"
+    with client:
+        assert _job(client, "id -un").split() == ["alice"]
+    # The local user is never the directory's business.
+    client = try_ssh(port, "carol", carol_key)
+    assert client is not None
+    with client:
+        assert _run(client, "id -un")[1].strip() == "carol"
+
+    # Back, the directory removes alice: she loses access within the cache time.
+    directory.start()
+    directory.remove_user("alice")
+    until(lambda: not _logs_in(port, "alice", alice_key), CACHE_SECONDS + 90, "alice to lose access")
+    # ... and from the node's and the jail's lookups (SSSD's memory cache lives as long as its entries).
+    until(lambda: podman("exec", "e2e-login-0", "getent", "passwd", "alice", check=False).returncode == 2,
+          CACHE_SECONDS + 30, "alice to be gone from the login node")
+    until(lambda: podman("exec", "e2e-worker-0", "chroot", "/mnt/jail", "getent", "passwd", "alice",
+                         check=False).returncode == 2, CACHE_SECONDS + 30, "alice to be gone from the jail")
