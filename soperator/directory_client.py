@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import ssl
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -16,6 +17,10 @@ from ldap3 import ANONYMOUS, BASE, NONE, SIMPLE, Connection, Server, Tls
 from ldap3.core import exceptions as ldap_errors
 
 TIMEOUT = 5  # seconds (whole: ldap3 packs it into SO_RCVTIMEO) per connect and per answer, for each URI in turn
+# A look runs inside a reconcile pass: URIs still untried after this long are left out, and named.
+BUDGET = 15.0
+# A look runs in a reconcile pass: URIs past this are not tried (reported as not tried).
+BUDGET = 15.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,15 @@ def _classify(uri: str, exc: Exception, credentials: Credentials | None, base: s
     return Answer(False, "DirectoryError", f"{uri}: {type(exc).__name__}: {text}")
 
 
+def _close(conn: Connection) -> None:
+    """After a failed TLS handshake the ssl module has closed the socket under ldap3, whose unbind
+    then raises: the look's answer stands."""
+    try:
+        conn.unbind()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def _look(uri: str, start_tls: bool, ca_pem: str | None, credentials: Credentials | None, base: str) -> Answer:
     parts = urlsplit(uri)
     secure = parts.scheme == "ldaps"
@@ -86,10 +100,10 @@ def _look(uri: str, start_tls: bool, ca_pem: str | None, credentials: Credential
             conn.start_tls()
         conn.bind()
         conn.search(base, "(objectClass=*)", search_scope=BASE, attributes=[])
-    except (ldap_errors.LDAPException, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the library raises is this URI's answer, never the pass's
         return _classify(uri, exc, credentials, base)
     finally:
-        conn.unbind()
+        _close(conn)
     who = f"bound as {credentials.dn}" if credentials else "anonymous"
     return Answer(True, "DirectoryAnswers", f"{uri} answers over TLS ({who}); {base} is there")
 
@@ -98,8 +112,11 @@ def look(uris: list[str], start_tls: bool, ca_pem: str | None, credentials: Cred
          base: str) -> Answer:
     """The first URI that answers in full, as SSSD fails over; else every URI's failure, the first's
     reason."""
-    failures = []
-    for uri in uris:
+    failures, started = [], time.monotonic()
+    for i, uri in enumerate(uris):
+        if failures and time.monotonic() - started > BUDGET:
+            failures.append(Answer(False, "", f"not tried (the look took {BUDGET:.0f} s): {', '.join(uris[i:])}"))
+            break
         answer = _look(uri, start_tls, ca_pem, credentials, base)
         if answer.ok:
             return answer

@@ -109,6 +109,7 @@ SecretName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBD
 # grammar is the distribution reference's: a path component's separators are '.', '_', '__' or
 # dashes, a port is a port, and the name (registry and path) is at most 255 characters.
 _PORT = r"(:([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))"
+PORT_PATTERN = _PORT  # ':' and a port, 1..65535
 _REGISTRY = rf"(localhost|[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+){_PORT}?"
 _PATH = r"(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)"
 REGISTRY_PATTERN = rf"^{_REGISTRY}{_PATH}*$"

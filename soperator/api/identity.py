@@ -13,20 +13,20 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from typing_extensions import Annotated
 
 from soperator.api.common import ApiModel, AtField, cel
-from soperator.api.fields import Cidr, SecretName
+from soperator.api.fields import PORT_PATTERN, Cidr, SecretName
 
 # A host name or an IPv4 address, then an optional port: sssd's ldap_uri is a comma list, so no
 # comma, space or anything a URI could smuggle another option through.
 _HOST = r"([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
-LDAP_URI_PATTERN = rf"^ldaps?://{_HOST}(:[1-9][0-9]{{0,4}})?/?$"
+LDAP_URI_PATTERN = rf"^ldaps?://{_HOST}{PORT_PATTERN}?/?$"
 LdapUri = Annotated[str, Field(min_length=8, max_length=260, pattern=LDAP_URI_PATTERN,
                                description="ldaps://host[:port], or ldap://host[:port] with startTls")]
-# RFC 4514 as sssd.conf can carry it: attribute=value pairs, no line breaks, no '?' (sssd's search-base
-# separator) and no '#' (a comment in sssd.conf).
-DN_PATTERN = r"^[A-Za-z][A-Za-z0-9-]*=[^,=?#\n\r]+(,[A-Za-z][A-Za-z0-9-]*=[^,=?#\n\r]+)*$"
+# RFC 4514 as sssd.conf can carry it: attribute=value pairs, no control characters (a line break would
+# start another option), no '?' (sssd's search-base separator) and no '#' (a comment in sssd.conf).
+DN_PATTERN = r"^[A-Za-z][A-Za-z0-9-]*=[^,=?#\x00-\x1f\x7f]+(,[A-Za-z][A-Za-z0-9-]*=[^,=?#\x00-\x1f\x7f]+)*$"
 Dn = Annotated[str, Field(min_length=3, max_length=1024, pattern=DN_PATTERN)]
-# An RFC 4515 filter: parenthesised, printable, without '?' and '#' (see DN_PATTERN); balanced is
-# checked below (and by CEL as far as it can).
+# An RFC 4515 filter: parenthesised, printable ASCII, without '?' and '#' (see DN_PATTERN). That its
+# parentheses balance is checked by the operator only (filter_problem): the CRD cannot count them.
 FILTER_PATTERN = r"^\([ -\"$->@-~]*\)$"
 LdapFilter = Annotated[str, Field(min_length=3, max_length=1024, pattern=FILTER_PATTERN)]
 

@@ -12,6 +12,7 @@ import pwd
 import re
 import subprocess
 
+from .directory_keys import local_names
 from .supervise import log
 
 DEFAULT_ACCOUNT = "users"
@@ -31,18 +32,10 @@ def sacctmgr(*args: str) -> subprocess.CompletedProcess:
         return subprocess.CompletedProcess(argv, -1, "", "sacctmgr timed out")
 
 
-def _local_names(passwd: str = "/etc/passwd") -> set[str]:
-    try:
-        with open(passwd, encoding="utf-8", errors="replace") as fh:
-            return {line.split(":", 1)[0] for line in fh if ":" in line}
-    except OSError:
-        return set()
-
-
 def login_users() -> list[str]:
     """The jail's regular users (its /etc/passwd, UID_MIN..UID_MAX) and, with spec.identity, every
     user the directory lists through SSSD (any id from UID_MIN: directories hand out large ones)."""
-    local = _local_names()
+    local = local_names()
     return sorted({p.pw_name for p in pwd.getpwall() if UID_MIN <= p.pw_uid <= UID_MAX
                    or (p.pw_uid >= UID_MIN and p.pw_name not in local)})
 

@@ -264,6 +264,8 @@ class PATHS:
     sss_pipes = f"{sss_state}/pipes"
     sss_memory_cache = f"{sss_state}/mc"
     sss_authorized_keys = "/usr/bin/sss_ssh_authorizedkeys"
+    # sshd's AuthorizedKeysCommand with spec.identity (directory_keys.py).
+    directory_keys = "/opt/soperator/bin/directory-keys"
 
     # The accounting database's pod.
     db_data = "/var/lib/mysql"

@@ -52,8 +52,6 @@ CONTAINERS = (*(Bind(path) for path in CONTAINER_RUNTIME), Bind(PATHS.enroot_cre
 # plugstack.conf.j2 name the same places.
 USER_DIRS = (f"{PATHS.pyxis_runtime}/%u", f"{PATHS.enroot_runtime}/user-%u")
 LOGIN = COMMON
-# spec.identity: SSSD's sockets and memory cache, which the jail's libnss_sss looks for at these paths.
-IDENTITY = (Bind(PATHS.sss_pipes), Bind(PATHS.sss_memory_cache))
 # sshd looks users up on the node before it chroots: the node must see the jail's accounts.
 ACCOUNT_FILES = ("/etc/passwd", "/etc/group", "/etc/shadow")
 

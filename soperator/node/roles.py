@@ -19,9 +19,9 @@ from .fresh_boot import forget_refusal, record, take_over
 from .hold import hold, release
 from .job_dirs import clear_job_dirs
 from .layout import CGROUPS_UNAVAILABLE, ENV, PATHS
-from .identity import start_sssd
-from .mounts import (CONTAINER_RUNTIME, CONTAINERS, IDENTITY, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail,
-                     harden_jail, mount_private_proc, use_jail_accounts)
+from .identity import share_with_jail, start_sssd
+from .mounts import (CONTAINER_RUNTIME, CONTAINERS, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail, harden_jail,
+                     mount_private_proc, use_jail_accounts)
 from .names import wait_for_names
 from .placement import registration_conf, wait_for_place
 from .reconfigure import ConfigWatch
@@ -181,8 +181,10 @@ def worker(sup: Supervisor) -> None:
     # steps and the Slurm commands in the jail read it there.
     os.makedirs(PATHS.configless_dir, exist_ok=True)
     # slurmd and slurmstepd resolve job users here, and the step again in the jail (spec.identity).
-    identity = IDENTITY if start_sssd(sup) else ()
-    log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER + identity))}")
+    directory = start_sssd(sup)
+    log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, WORKER))}")
+    if directory:
+        log(f"directory users in the jail: {', '.join(share_with_jail(JAIL))}")
     enable_containers()
     name_health_check()
     name, conf_server = socket.gethostname(), os.environ[ENV.conf_server]
@@ -298,8 +300,10 @@ def login(sup: Supervisor) -> None:
         raise NodeError(f"sackd did not fetch the configuration from {conf_server} (exit code {sackd.poll()})")
     log(f"nosuid,nodev: {', '.join(harden_jail(JAIL))}")
     # sshd looks users and their keys up here, sessions again in the jail (spec.identity).
-    identity = IDENTITY if start_sssd(sup) else ()
-    log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN + identity))}")
+    directory = start_sssd(sup)
+    log(f"bound into the jail: {', '.join(bind_into_jail(JAIL, LOGIN))}")
+    if directory:
+        log(f"directory users in the jail: {', '.join(share_with_jail(JAIL))}")
     mount_private_proc(JAIL)
     mask_session_proc()  # also over one already there: another read-only layer changes nothing
     limited = ready_session_cgroups()

@@ -15,6 +15,7 @@ import time
 from soperator.api.cluster import SlurmCluster
 from soperator.directory_client import Credentials, look
 from soperator.kube import Kube
+from soperator.node.identity import credential_problem, credential_value
 from soperator.node.layout import BIND_DN_FILE, BIND_PASSWORD_FILE, IDENTITY_CA_FILE
 from soperator.reconcile.conditions import Cond
 
@@ -59,8 +60,15 @@ def directory_condition(kube: Kube, cluster: SlurmCluster, now: float | None = N
     try:
         credentials = None
         if ldap.bind_secret:
-            dn, password = (v.rstrip("\n") for v in _secret_files(
-                kube, cluster.namespace, ldap.bind_secret, (BIND_DN_FILE, BIND_PASSWORD_FILE), "bindSecret"))
+            keys = (BIND_DN_FILE, BIND_PASSWORD_FILE)
+            dn, password = (credential_value(v) for v in _secret_files(kube, cluster.namespace, ldap.bind_secret,
+                                                                        keys, "bindSecret"))
+            # What the nodes would refuse to put in sssd.conf (soperator/node/identity.py).
+            for key, value in zip(keys, (dn, password)):
+                problem = credential_problem(key, value)
+                if problem:
+                    raise _Missing("SecretInvalid", f"spec.identity.ldap.bindSecret: Secret {cluster.namespace}/"
+                                                    f"{ldap.bind_secret}: {problem}")
             credentials = Credentials(dn, password)
         ca = _secret_files(kube, cluster.namespace, ldap.ca_secret, (IDENTITY_CA_FILE,), "caSecret")[0] \
             if ldap.ca_secret else None

@@ -22,6 +22,13 @@ from tests.support.wait import until
 pytestmark = pytest.mark.e2e
 # The shortest spec.identity.cacheSeconds: how long a change in the directory may take to show.
 CACHE_SECONDS = 10
+ROOT_KEY = paramiko.RSAKey.generate(2048)
+# As root in the jail (a login session): SSSD's files are read-only there, its private sockets hidden,
+# and no SSSD process can be followed into the node container through /proc/<pid>/root.
+ROOT_CHECKS = ("touch /var/lib/sss/pipes/x 2>&1 | grep -c 'Read-only file system'; "
+               "ls -A /var/lib/sss/pipes/private | wc -l; "
+               "P=$(pgrep -d ' ' '^sssd'); echo $P | wc -w; "
+               "for p in $P; do ls /proc/$p/root/ >/dev/null 2>&1 && echo open-$p; done; echo end")
 
 
 def _key_line(key: paramiko.PKey) -> str:
@@ -31,7 +38,8 @@ def _key_line(key: paramiko.PKey) -> str:
 @pytest.fixture
 def directory_cluster(images, tmp_path):
     yield from with_directory(tmp_path, CACHE_SECONDS, nodeSets=[{"name": "worker", "replicas": 1}],
-                              accounting={"enabled": True})
+                              accounting={"enabled": True},
+                              login={"rootSshPublicKeys": [f"{ROOT_KEY.get_name()} {ROOT_KEY.get_base64()}"]})
 
 
 def _logs_in(port: int, user: str, key: paramiko.PKey) -> bool:
@@ -60,11 +68,13 @@ def _job(client, command: str) -> str:
 def test_directory_users_log_in_run_jobs_and_survive_an_outage(directory_cluster):
     cluster, directory = directory_cluster
     assert cluster.populate("first")["action"] == "populated"
-    alice_key, bob_key, carol_key = (paramiko.RSAKey.generate(2048) for _ in range(3))
+    alice_key, bob_key, carol_key, mallory_key = (paramiko.RSAKey.generate(2048) for _ in range(4))
     directory.add_group("hpc", 3000, ["alice"])
     directory.add_user(User("alice", 2001, 3000, _key_line(alice_key)))
-    # A local user of the jail, as without a directory.
+    # A local user of the jail, as without a directory; the directory has a user of the same name,
+    # whose key must not open the local account.
     add_user(cluster.jail, "carol", 1500, _key_line(carol_key))
+    directory.add_user(User("carol", 2003, 3000, _key_line(mallory_key)))
 
     start_accounting(cluster)
     cluster.start("e2e-controller-0", cluster.pod("StatefulSet", "e2e-controller"))
@@ -91,13 +101,18 @@ def test_directory_users_log_in_run_jobs_and_survive_an_outage(directory_cluster
                      "the job's record") == ["alice|users|COMPLETED"]
     home = (cluster.jail / "home" / "alice").stat()
     assert (home.st_uid, home.st_gid, home.st_mode & 0o777) == (2001, 3000, 0o700)
+    assert not _logs_in(port, "carol", mallory_key)
+    with until(lambda: try_ssh(port, "root", ROOT_KEY), 30, "root's login") as client:
+        out = _run(client, ROOT_CHECKS)[1].split()
+        assert out[:2] == ["1", "0"] and int(out[2]) >= 4 and out[3:] == ["end"], out
 
-    # A user added to the directory now can log in; a group change shows within the cache time.
+    # A user added to the directory now can log in; a group change shows within the cache time ...
     directory.add_user(User("bob", 2002, 3000, _key_line(bob_key)))
     directory.add_group("gpu", 3001, [])
     directory.add_member("gpu", "alice")
     started_at = time.monotonic()
     until(lambda: _logs_in(port, "bob", bob_key), CACHE_SECONDS + 60, "bob's login after he was added")
+    seen = {"bob's login": time.monotonic() - started_at}
 
     def groups_of_alice():
         client = try_ssh(port, "alice", alice_key)
@@ -107,19 +122,22 @@ def test_directory_users_log_in_run_jobs_and_survive_an_outage(directory_cluster
             return "gpu" in _run(client, "id -Gn")[1].split()
 
     until(groups_of_alice, CACHE_SECONDS + 60, "alice's new group")
-    print(f"bob's login and alice's group seen {time.monotonic() - started_at:.0f} s after the change")
+    seen["alice's new group"] = time.monotonic() - started_at
+    # ... and bob runs a job once the controller's sync has listed him (enumeration every cacheSeconds).
+    with until(lambda: try_ssh(port, "bob", bob_key), 30, "bob's session") as client:
+        until(lambda: _run(client, "sacctmgr -n -P list associations user=bob format=account")[1].split()
+              == ["users"], CACHE_SECONDS + 120, "bob's association")
+        seen["bob's association"] = time.monotonic() - started_at
+        assert _job(client, "id -un; pwd").split() == ["bob", "/home/bob"]
+    print("seconds after the directory changed: " + ", ".join(f"{k} {v:.0f}" for k, v in seen.items()))
 
     # The directory goes away: users already seen keep logging in and running jobs, from SSSD's cache.
     directory.stop()
     time.sleep(CACHE_SECONDS + 5)  # past the entries' lifetime: served as expired, offline
-    client = try_ssh(port, "alice", alice_key)
-    assert client is not None, "alice was locked out while the directory was away"
-    with client:
+    with until(lambda: try_ssh(port, "alice", alice_key), 30, "alice's login while the directory is away") as client:
         assert _job(client, "id -un").split() == ["alice"]
     # The local user is never the directory's business.
-    client = try_ssh(port, "carol", carol_key)
-    assert client is not None
-    with client:
+    with until(lambda: try_ssh(port, "carol", carol_key), 30, "carol's login") as client:
         assert _run(client, "id -un")[1].strip() == "carol"
 
     # Back, the directory removes alice: she loses access within the cache time.

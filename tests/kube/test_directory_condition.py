@@ -20,7 +20,7 @@ API = "slurm.soperator.dev/v1alpha1"
 
 @pytest.fixture(scope="module")
 def directory(tmp_path_factory):
-    found = started(tmp_path_factory.mktemp("directory"), "127.0.0.1", free_port())
+    found = started(tmp_path_factory.mktemp("directory"), "127.0.0.1", free_port(), starttls_port=free_port())
     yield found
     found.stop()
 
@@ -31,10 +31,10 @@ def _secret(kubectl, namespace: str, name: str, files: dict[str, str]) -> None:
     kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
 
 
-def _cluster(kubectl, namespace: str, uri: str) -> None:
+def _cluster(kubectl, namespace: str, uri: str, base: str = SUFFIX) -> None:
     doc = {"apiVersion": API, "kind": "SlurmCluster", "metadata": {"name": "dir", "namespace": namespace},
-           "spec": {"identity": {"ldap": {"uris": [uri], "searchBase": SUFFIX, "bindSecret": "bind",
-                                          "caSecret": "ca"}}}}
+           "spec": {"identity": {"ldap": {"uris": [uri], "searchBase": base, "bindSecret": "bind",
+                                          "caSecret": "ca", "startTls": uri.startswith("ldap://")}}}}
     kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
 
 
@@ -67,18 +67,34 @@ def test_each_reason_a_directory_cannot_be_used_is_named_with_an_event(api, kube
     assert (cond["status"], cond["reason"]) == ("False", "BindRejected") and READER_DN in cond["message"]
     assert "not-the-password" not in json.dumps(cond)
 
+    # What a node could not put in sssd.conf is refused here too, before any look.
+    _secret(kubectl, namespace, "bind", {"username": READER_DN, "password": READER_PASSWORD + " "})
+    cond = _condition(kube, namespace)
+    assert cond["reason"] == "SecretInvalid" and "trailing spaces" in cond["message"]
+
     _secret(kubectl, namespace, "bind", {"username": READER_DN, "password": READER_PASSWORD})
-    other = started(directory.root.parent / "other-ca", "127.0.0.1", free_port())  # a CA this cluster does not trust
-    try:
-        _cluster(kubectl, namespace, other.uri)
-        cond = _condition(kube, namespace)
-        assert cond["reason"] == "DirectoryTlsFailed" and "CERTIFICATE_VERIFY_FAILED" in cond["message"], cond
+    _cluster(kubectl, namespace, directory.uri, base="dc=elsewhere,dc=test")
+    cond = _condition(kube, namespace)
+    assert cond["reason"] == "SearchBaseMissing" and "dc=elsewhere,dc=test" in cond["message"]
+
+    # StartTLS on plain LDAP: the same certificate check.
+    _cluster(kubectl, namespace, directory.starttls_uri)
+    cond = _condition(kube, namespace)
+    assert (cond["status"], cond["reason"]) == ("True", "DirectoryAnswers") and directory.starttls_uri in cond["message"]
+
+    other = started(directory.root.parent / "other-ca", "127.0.0.1", free_port(), starttls_port=free_port())
+    try:  # a CA this cluster does not trust, over LDAPS and over StartTLS
+        for uri in (other.uri, other.starttls_uri):
+            _cluster(kubectl, namespace, uri)
+            cond = _condition(kube, namespace)
+            assert cond["reason"] == "DirectoryTlsFailed" and "CERTIFICATE_VERIFY_FAILED" in cond["message"], cond
     finally:
         other.stop()
+    _cluster(kubectl, namespace, other.uri)
     cond = _condition(kube, namespace)
     assert cond["reason"] == "DirectoryUnreachable" and other.uri in cond["message"]
 
     events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
     reasons = {e["reason"] for e in events if e["involvedObject"]["name"] == "dir"}
-    assert {"SecretMissing", "DirectoryAnswers", "BindRejected", "DirectoryTlsFailed",
-            "DirectoryUnreachable"} <= reasons, reasons
+    assert {"SecretMissing", "SecretInvalid", "DirectoryAnswers", "BindRejected", "SearchBaseMissing",
+            "DirectoryTlsFailed", "DirectoryUnreachable"} <= reasons, reasons

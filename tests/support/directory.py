@@ -88,8 +88,10 @@ class Directory:
     """`address`: where slapd listens; `host`: the name its certificate is for and clients use (the
     address itself by default)."""
 
-    def __init__(self, root: Path, address: str, port: int, host: str | None = None):
+    def __init__(self, root: Path, address: str, port: int, host: str | None = None,
+                 starttls_port: int | None = None):
         self.root, self.address, self.port, self.host = root, address, port, host or address
+        self.starttls_port = starttls_port  # also plain LDAP there, for StartTLS
         self.socket = root / "ldapi.sock"
         self.proc: subprocess.Popen | None = None
         self.ca_pem = b""
@@ -97,6 +99,10 @@ class Directory:
     @property
     def uri(self) -> str:
         return f"ldaps://{self.host}:{self.port}"
+
+    @property
+    def starttls_uri(self) -> str:
+        return f"ldap://{self.host}:{self.starttls_port}"
 
     def _write_files(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -120,10 +126,12 @@ class Directory:
         if not (self.root / "slapd.conf").exists():
             self._write_files()
         ldapi = "ldapi://" + str(self.socket).replace("/", "%2F")
+        urls = [f"ldaps://{self.address}:{self.port}/", ldapi]
+        if self.starttls_port:
+            urls.append(f"ldap://{self.address}:{self.starttls_port}/")
         # -d 0: in the foreground, this process (stopped by its PID), logging nothing but errors.
         self.proc = subprocess.Popen(
-            ["slapd", "-d", "0", "-f", str(self.root / "slapd.conf"),
-             "-h", f"ldaps://{self.address}:{self.port}/ {ldapi}"],
+            ["slapd", "-d", "0", "-f", str(self.root / "slapd.conf"), "-h", " ".join(urls)],
             stdout=subprocess.DEVNULL, stderr=open(self.root / "slapd.log", "ab"))
         until(lambda: self.proc.poll() is not None or self._answers(), 30, "slapd to answer")
         if self.proc.poll() is not None:
@@ -203,8 +211,9 @@ sshPublicKey: {user.ssh_key}
         self.ldap("ldapdelete", f"uid={name},ou=people,{SUFFIX}")
 
 
-def started(root: Path, address: str, port: int, host: str | None = None) -> Directory:
-    directory = Directory(root, address, port, host)
+def started(root: Path, address: str, port: int, host: str | None = None,
+            starttls_port: int | None = None) -> Directory:
+    directory = Directory(root, address, port, host, starttls_port)
     directory.start()
     try:
         directory.seed()

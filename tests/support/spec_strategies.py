@@ -95,6 +95,12 @@ def valid_manifests(draw) -> dict[str, Any]:
     }
     if draw(st.booleans()):
         spec["healthCheck"] = {"program": "/usr/bin/true", "interval": draw(st.integers(1, 65535))}
+    if draw(st.booleans()):
+        uris = draw(st.lists(st.sampled_from(["ldaps://ldap.example.org", "ldap://10.0.0.7:3389",
+                                              "ldaps://dir-2.example.org:1636"]), min_size=1, max_size=3, unique=True))
+        spec["identity"] = {"ldap": {"uris": uris, "startTls": True, "searchBase": "ou=hpc,dc=example,dc=org",
+                                     "userFilter": draw(st.sampled_from(["(uid=*)", "(&(uid=*)(!(uid=svc-*)))"]))},
+                            "cacheSeconds": draw(st.integers(10, 86400))}
     labels = draw(st.dictionaries(LABEL, LABEL_VALUE, max_size=2))
     return {**API, "metadata": {"name": draw(NAME), "labels": labels}, "spec": spec}
 
@@ -142,6 +148,8 @@ DEFECTS: list[tuple[str, Callable[[dict], dict], str]] = [
         (("spec", "controller", "spool", "size"), 0),
         (("spec", "node_sets"), []),
         (("spec", "login", "service", "annotations"), {"a b": "c"}),
+        (("spec", "identity"), {"ldap": {"uris": ["ldap://ldap.example.org"], "searchBase": "dc=example,dc=org"}},
+         "ldap", "uris"),
         (("metadata", "name"), "Bad"),
     ]]
 

@@ -8,6 +8,7 @@ import os
 import pwd
 import stat
 import subprocess
+import sys
 
 import pytest
 
@@ -32,6 +33,9 @@ def _objects(cluster, keys) -> dict[tuple[str, str], dict]:
     ({**LDAP, "uris": ["ldaps://a.example.org", "ldaps://a.example.org"]}, "uris", "listed twice"),
     ({**LDAP, "uris": ["ldaps://a.example.org,ldap://b.example.org"]}, "uris", "pattern"),
     ({**LDAP, "uris": ["https://a.example.org"]}, "uris", "pattern"),
+    ({**LDAP, "uris": ["ldaps://a.example.org:70000"]}, "uris", "pattern"),
+    ({**LDAP, "searchBase": "dc=example,\tdc=org"}, "searchBase", "pattern"),
+    ({**LDAP, "searchBase": "dc=example\x00,dc=org"}, "searchBase", "pattern"),
     ({**LDAP, "searchBase": "dc=example,dc=org\nenumerate = true"}, "searchBase", "pattern"),
     ({**LDAP, "searchBase": "example.org"}, "searchBase", "pattern"),
     ({**LDAP, "userFilter": "(uid=a)(uid=b)"}, "userFilter", "one parenthesised filter"),
@@ -58,7 +62,9 @@ def test_sssd_conf_names_the_directory_and_never_the_password(keys):
     assert lines["ldap_tls_cacert"] == PATHS.identity_ca and lines["ldap_schema"] == "rfc2307bis"
     assert lines["ldap_user_search_base"] == "dc=example,dc=org?subtree?(memberOf=cn=hpc,ou=groups,dc=example,dc=org)"
     assert lines["entry_cache_timeout"] == lines["memcache_timeout"] == "120"
+    assert lines["ldap_enumeration_refresh_timeout"] == "60"  # at most a minute; only the controller lists
     assert lines["services"] == "nss, pam, ssh" and "enumerate" not in lines
+    assert lines["core_dumpable"] == "false" and lines["override_homedir"] == "/home/%u"
     assert "authtok" not in conf and "bind_dn" not in conf
     objects = _objects(cluster, keys)
     assert objects[("ConfigMap", "demo-identity")]["data"]["sssd.conf"] == conf
@@ -97,8 +103,8 @@ def test_sshd_takes_directory_keys_and_pam_makes_homes_only_with_identity():
     plain = sshd_files(make_cluster())
     files = sshd_files(make_cluster(identity={"ldap": LDAP}))
     assert "AuthorizedKeysCommand" not in plain["sshd_config"] and "pam_mkhomedir" not in plain["pam_sshd"]
-    assert f"AuthorizedKeysCommand {PATHS.sss_authorized_keys} %u\nAuthorizedKeysCommandUser nobody\n" \
-        in files["sshd_config"]
+    # Root runs it: another user's process here would be a way into the container for root in the jail.
+    assert f"AuthorizedKeysCommand {PATHS.directory_keys} %u\nAuthorizedKeysCommandUser root\n" in files["sshd_config"]
     # After the account step that enters the jail: the home is the jail's.
     pam = [line for line in files["pam_sshd"].splitlines() if line and not line.startswith("#")]
     assert pam.index("session  required pam_mkhomedir.so skel=/etc/skel umask=0077") > \
@@ -166,23 +172,64 @@ def test_a_rotated_bind_password_restarts_sssd_and_a_broken_one_keeps_it(tmp_pat
     (bind_dir / "password").write_text("one")
     sup = Supervisor()
     sup.procs["sssd"] = first = subprocess.Popen(["sleep", "600"])
-    monkeypatch.setattr(node_identity, "_start", lambda s: s.start("sssd", ["sleep", "600"]))
-    watch = node_identity.CredentialsWatch(sup, node_identity._composed(False), False)
+    starts = []
+
+    def start(s):
+        starts.append(1)
+        if len(starts) == 2:
+            raise node_identity.IdentityError("sssd did not open its sockets")
+        s.start("sssd", ["sleep", "600"])
+
+    monkeypatch.setattr(node_identity, "_start", start)
+    watch = node_identity.CredentialsWatch(sup, given.read_text(), node_identity.sssd_conf(given.read_text(), False),
+                                           False)
     try:
+        # A changed ConfigMap is not the watch's: the pods roll for it.
+        given.write_text("[domain/directory]\nldap_tls_cacert = /nowhere\n")
         watch()
-        assert sup.procs["sssd"] is first
+        assert sup.procs["sssd"] is first and not starts
         (bind_dir / "password").write_text("two")
         watch()
         assert first.returncode is not None and sup.procs["sssd"] is not first
-        assert (tmp_path / "sssd.conf").read_text().endswith("ldap_default_authtok = two\n")
+        assert (tmp_path / "sssd.conf").read_text() == ("[domain/directory]\nldap_default_bind_dn = cn=reader\n"
+                                                       "ldap_default_authtok_type = password\n"
+                                                       "ldap_default_authtok = two\n")
         second = sup.procs["sssd"]
-        (bind_dir / "password").write_text("")
+        (bind_dir / "password").write_text("")  # half-written: kept as it runs
         watch()
         assert sup.procs["sssd"] is second and second.poll() is None
+        (bind_dir / "password").write_text("three")  # a restart that fails is logged, not raised
+        watch()
+        assert len(starts) == 2 and second.returncode is not None
     finally:
         for proc in sup.procs.values():
-            proc.kill()
-            proc.wait()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_stale_sockets_are_cleared_before_sssd_starts(tmp_path):
+    import socket
+
+    pipes = tmp_path / "pipes"
+    (pipes / "private").mkdir(parents=True)
+    for path in (pipes / "nss", pipes / "private" / "sbus-monitor"):
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(path))
+    (pipes / "keep").write_text("not a socket")
+    node_identity.clear_sockets(str(pipes))
+    assert sorted(p.name for p in pipes.rglob("*")) == ["keep", "private"]
+
+
+def test_directory_keys_only_for_users_the_jail_does_not_have(tmp_path):
+    """The AuthorizedKeysCommand's choice, run as sshd runs it (its exec replaced by echo)."""
+    script = ("import sys; from soperator.node import directory_keys; from soperator.node.layout import PATHS; "
+              "PATHS.sss_authorized_keys = '/bin/echo'; sys.exit(directory_keys.main(sys.argv[1:]))")
+    local = subprocess.run([sys.executable, "-c", script, "root"], capture_output=True, text=True)
+    directory = subprocess.run([sys.executable, "-c", script, "alice-of-the-directory"], capture_output=True,
+                               text=True)
+    assert (local.returncode, local.stdout) == (0, "")  # root is in /etc/passwd: no key from anywhere else
+    assert (directory.returncode, directory.stdout) == (0, "alice-of-the-directory\n")
 
 
 def test_accounting_takes_directory_users_of_any_regular_id(tmp_path, monkeypatch):
@@ -190,8 +237,8 @@ def test_accounting_takes_directory_users_of_any_regular_id(tmp_path, monkeypatc
     passwd = tmp_path / "passwd"
     passwd.write_text("root:x:0:0::/root:/bin/bash\ncarol:x:1500:1500::/home/carol:/bin/bash\n"
                       "slurm:x:64030:64030::/nonexistent:/usr/sbin/nologin\n")
-    read_local = associations._local_names
-    monkeypatch.setattr(associations, "_local_names", lambda: read_local(str(passwd)))
+    read_local = associations.local_names
+    monkeypatch.setattr(associations, "local_names", lambda: read_local(str(passwd)))  # the jail's file
     entries = [pwd.struct_passwd((n, "*", u, u, "", "/", "/bin/sh")) for n, u in
                (("root", 0), ("carol", 1500), ("slurm", 64030), ("alice", 2001), ("dana", 1200000), ("sys", 999))]
     monkeypatch.setattr(pwd, "getpwall", lambda: entries)
