@@ -6,6 +6,7 @@ away, and lose access when removed; the controller's sync puts them in accountin
 their jobs. A local user of the jail keeps working beside them."""
 from __future__ import annotations
 
+import os
 import time
 
 import paramiko
@@ -13,8 +14,8 @@ import pytest
 
 from images.podman import podman
 from tests.cluster.controlplane import free_port
-from tests.support.directory import User
-from tests.support.directory_cluster import start_accounting, with_directory
+from tests.support.directory import READER_PASSWORD, User
+from tests.support.directory_cluster import BIND_SECRET, start_accounting, with_directory
 from tests.support.e2e_cluster import SSH_PORT, add_user, try_ssh
 from tests.support.ssh_session import run as _run
 from tests.support.wait import until
@@ -48,6 +49,18 @@ def _logs_in(port: int, user: str, key: paramiko.PKey) -> bool:
         return False
     client.close()
     return True
+
+
+def _rotate(cluster, password: str) -> None:
+    """The bind Secret's new password, swapped into its volume as a kubelet updates a Secret."""
+    path = cluster.store.root / "Secret" / BIND_SECRET / "password"
+    tmp = path.with_name(".password.new")
+    tmp.write_text(password)
+    os.replace(tmp, path)
+
+
+def _restarts(pod: str) -> int:
+    return podman("logs", pod, check=False).stderr.count("the bind Secret changed; sssd restarted")
 
 
 def _job(client, command: str) -> str:
@@ -130,6 +143,23 @@ def test_directory_users_log_in_run_jobs_and_survive_an_outage(directory_cluster
         seen["bob's association"] = time.monotonic() - started_at
         assert _job(client, "id -un; pwd").split() == ["bob", "/home/bob"]
     print("seconds after the directory changed: " + ", ".join(f"{k} {v:.0f}" for k, v in seen.items()))
+
+    # The bind Secret rotated to a wrong password: each node's watch restarts SSSD with it (no new pod);
+    # SSSD cannot bind, so dave, added to the directory now, does not exist for it, while alice, seen
+    # before, keeps logging in and running jobs once her entries are past their time. The right
+    # password back: dave logs in.
+    dave_key = paramiko.RSAKey.generate(2048)
+    directory.add_user(User("dave", 2004, 3000, _key_line(dave_key)))
+    for restarts, password in ((1, "not-the-password"), (2, READER_PASSWORD)):
+        _rotate(cluster, password)
+        until(lambda: all(_restarts(pod) >= restarts for pod in ("e2e-login-0", "e2e-worker-0")), 90,
+              f"sssd restarted with bind password {restarts}")
+        if restarts == 1:
+            time.sleep(CACHE_SECONDS + 2)
+            assert not _logs_in(port, "dave", dave_key)
+            with until(lambda: try_ssh(port, "alice", alice_key), 60, "alice's login") as client:
+                assert _job(client, "id -un").split() == ["alice"]
+    until(lambda: _logs_in(port, "dave", dave_key), CACHE_SECONDS + 60, "dave's login with the right password")
 
     # The directory goes away: users already seen keep logging in and running jobs, from SSSD's cache.
     directory.stop()
