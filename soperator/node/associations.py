@@ -1,10 +1,10 @@
 """Every login user is in accounting without a manual sacctmgr.
 
 While slurm.conf sends job records to slurmdbd, the controller looks at the jail's accounts (and the
-directory's, spec.identity) every 10 s (slurm.conf enforces associations: until then a new user's jobs are refused). A user (UID_MIN
-to UID_MAX) that slurmdbd does not know yet gets an association in the default account, made if
-missing. A user slurmdbd already knows is left alone, whatever account an admin moved it to: this
-only ever adds.
+directory's, spec.identity) every 10 s (slurm.conf enforces associations: until then a new user's
+jobs are refused). A user (UID_MIN to UID_MAX) that slurmdbd does not know yet gets an association
+in the default account, made if missing. A user slurmdbd already knows is left alone, whatever
+account an admin moved it to: this only ever adds.
 """
 from __future__ import annotations
 

@@ -259,7 +259,6 @@ class PATHS:
     identity_bind_dir = f"{identity_dir}/bind"
     identity_ca = f"{identity_dir}/ca/{IDENTITY_CA_FILE}"
     sssd_conf = f"/etc/sssd/{SSSD_CONF_FILE}"
-    sssd_conf_dir = "/etc/sssd/conf.d"
     sss_state = "/var/lib/sss"
     sss_pipes = f"{sss_state}/pipes"
     sss_memory_cache = f"{sss_state}/mc"
