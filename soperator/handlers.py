@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from typing import Iterator
 
 import kopf
@@ -30,6 +31,10 @@ DEMAND_SECONDS = float(os.environ.get("SOPERATOR_DEMAND_SECONDS", "5"))
 # Where the operator runs (the chart sets it from the pod's namespace): only its pods may reach the
 # clusters' slurmrestd (render/network_policy.controller_ingress_policy).
 OPERATOR_NAMESPACE = os.environ.get("SOPERATOR_NAMESPACE") or None
+# A pass takes seconds; each call in it is bounded (kube.REQUEST_TIMEOUT, the Slurm and directory
+# clients' own). One running this long is stuck on something unbounded and holds its cluster's lock:
+# the liveness probe fails and the kubelet restarts the operator, whose passes start from what is.
+STUCK_PASS_SECONDS = float(os.environ.get("SOPERATOR_STUCK_PASS_SECONDS", "600"))
 
 
 class ClusterLocks:
@@ -43,6 +48,7 @@ class ClusterLocks:
     def __init__(self) -> None:
         self._locks: dict[tuple[str, str], list] = {}  # key: [lock, passes running or waiting]
         self._guard = threading.Lock()
+        self._since: dict[tuple[str, str], float] = {}  # key: when the pass holding its lock began
 
     @contextlib.contextmanager
     def holding(self, namespace: str, name: str) -> Iterator[None]:
@@ -52,12 +58,22 @@ class ClusterLocks:
             entry[1] += 1
         try:
             with entry[0]:
-                yield
+                self._since[key] = time.monotonic()
+                try:
+                    yield
+                finally:
+                    del self._since[key]
         finally:
             with self._guard:
                 entry[1] -= 1
                 if entry[1] == 0:
                     del self._locks[key]
+
+    def longest_pass(self) -> tuple[str, float] | None:
+        """'namespace/name' of the pass running longest now, and its seconds; None when none runs."""
+        now = time.monotonic()
+        running = [(f"{ns}/{name}", now - began) for (ns, name), began in list(self._since.items())]
+        return max(running, key=lambda item: item[1], default=None)
 
     def __len__(self) -> int:
         with self._guard:
@@ -145,6 +161,15 @@ def on_child_event(body: kopf.Body, memo: kopf.Memo, **_) -> None:
 def on_worker_bound(body: kopf.Body, memo: kopf.Memo, **_) -> None:
     """A worker just bound waits for its place in the topology before its slurmd registers."""
     _reconcile(memo, body["metadata"]["namespace"], body["metadata"]["labels"][INSTANCE_LABEL])
+
+
+@kopf.on.probe(id="passes")
+def passes(memo: kopf.Memo, **_) -> str:
+    """/healthz: fails while a pass has run for STUCK_PASS_SECONDS."""
+    longest = memo.locks.longest_pass()
+    if longest and longest[1] >= STUCK_PASS_SECONDS:
+        raise kopf.PermanentError(f"the pass for {longest[0]} has run {longest[1]:.0f} s: stuck")
+    return f"longest pass running: {longest[0]}, {longest[1]:.0f} s" if longest else "no pass running"
 
 
 async def _resync_loop(memo: kopf.Memo) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import datetime
+import functools
 
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
@@ -14,6 +15,20 @@ from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
 
 FIELD_MANAGER = "soperator"
 _READS = ("get", "list")
+# (connect, read) seconds for every call that sets none. The client's own default is to wait for
+# ever: one stalled answer (a pod's log the kubelet never sends) held a pass, and with it the
+# cluster's lock, so every later pass waited behind it and the cluster's status froze. Watches are
+# kopf's own connections, with their own timeouts (handlers.configure).
+REQUEST_TIMEOUT = (10.0, 60.0)
+
+
+def _timed(request, timeout: tuple[float, float]):
+    request = getattr(request, "__wrapped__", request)  # one client shared by two Kubes: wrapped once
+
+    @functools.wraps(request)
+    def call(*args, _request_timeout=None, **kwargs):
+        return request(*args, _request_timeout=_request_timeout or timeout, **kwargs)
+    return call
 
 
 def tally(calls: "collections.Counter[tuple[str, str]]") -> tuple[int, int]:
@@ -23,7 +38,9 @@ def tally(calls: "collections.Counter[tuple[str, str]]") -> tuple[int, int]:
 
 
 class Kube:
-    def __init__(self, api_client: client.ApiClient):
+    def __init__(self, api_client: client.ApiClient, timeout: tuple[float, float] = REQUEST_TIMEOUT):
+        # Every call, typed or dynamic, goes through this one method of the client's REST layer.
+        api_client.rest_client.request = _timed(api_client.rest_client.request, timeout)
         self.api_client = api_client
         self.dynamic = DynamicClient(api_client)
         self.calls: collections.Counter[tuple[str, str]] = collections.Counter()  # (verb, kind): count

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import paramiko
 
+from tests.support.kube_report import namespace_report
 from tests.support.ssh_session import Login
 from tests.support.wait import until
 
@@ -111,7 +112,8 @@ def upgrade(kubectl, namespace: str, name: str, login: Login, new: str = "26.05"
     login_replaced = False
     while True:
         elapsed = time.monotonic() - began
-        assert elapsed < timeout, f"not upgraded after {timeout:.0f} s: {_cluster(kubectl, namespace, name).get('status')}"
+        assert elapsed < timeout, (f"not upgraded after {timeout:.0f} s: {_cluster(kubectl, namespace, name).get('status')}"
+                                   f"\n{namespace_report(kubectl, namespace, logs_of=('soperator-slurm-operator-',))}")
         body = _cluster(kubectl, namespace, name)
         releases = (body.get("status") or {}).get("slurmRelease") or {}
         cond = _condition(body, "SlurmUpgraded")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from soperator.handlers import ClusterLocks
 
 
@@ -36,3 +38,31 @@ def test_a_second_pass_waits_and_the_lock_goes_with_the_last_pass():
     t2.join(10)
     assert order == ["first in", "other cluster", "first out", "second in"]
     assert len(locks) == 0  # nothing kept once no pass runs: a deleted cluster leaves nothing behind
+
+
+def test_the_liveness_probe_fails_while_a_pass_runs_past_the_stuck_limit(monkeypatch):
+    import kopf
+
+    from soperator import handlers
+
+    memo = handlers.new_memo([])
+    assert handlers.passes(memo=memo) == "no pass running"
+    inside, leave = threading.Event(), threading.Event()
+
+    def stuck_pass():
+        with memo.locks.holding("hpc", "a"):
+            inside.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=stuck_pass)
+    thread.start()
+    try:
+        assert inside.wait(10)
+        assert handlers.passes(memo=memo).startswith("longest pass running: hpc/a, ")
+        monkeypatch.setattr(handlers, "STUCK_PASS_SECONDS", 0.0)
+        with pytest.raises(kopf.PermanentError, match="hpc/a.*stuck"):
+            handlers.passes(memo=memo)
+    finally:
+        leave.set()
+        thread.join(10)
+    assert memo.locks.longest_pass() is None
