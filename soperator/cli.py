@@ -113,6 +113,15 @@ def cmd_install_seccomp_profiles(args: argparse.Namespace) -> int:
     return install_and_stay(Path(args.source), Path(args.target))
 
 
+def cmd_fuse_device_plugin(args: argparse.Namespace) -> int:
+    import logging
+
+    from soperator.fuse_device.plugin import PluginConfig, run_until_signalled
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return run_until_signalled(PluginConfig(args.plugin_dir, args.host_device, args.devices))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import logging
 
@@ -158,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("--from", dest="source", required=True, help="directory of *.json profiles")
     install.add_argument("--to", dest="target", required=True, help="e.g. /var/lib/kubelet/seccomp/soperator")
     install.set_defaults(func=cmd_install_seccomp_profiles)
+    fuse = sub.add_parser("fuse-device-plugin", help="offer the node's /dev/fuse to pods that ask for "
+                          "soperator.dev/fuse (the operator chart's DaemonSet)")
+    fuse.add_argument("--plugin-dir", required=True, help="the kubelet's device-plugins directory, e.g. "
+                      "/var/lib/kubelet/device-plugins")
+    fuse.add_argument("--host-device", required=True, help="where the node's /dev/fuse is seen here (health)")
+    fuse.add_argument("--devices", type=int, default=64, help="pods per node that may hold it at once")
+    fuse.set_defaults(func=cmd_fuse_device_plugin)
     run = sub.add_parser("run", help="run the operator (in-cluster service account, else kubeconfig)")
     run.add_argument("-n", "--namespace", action="append", help="watch only these namespaces")
     run.add_argument("--health-port", type=int, default=8081, help="liveness on /healthz; 0 disables")

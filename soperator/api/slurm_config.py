@@ -153,7 +153,19 @@ class CgroupConfig(ApiModel):
     extra: extra_keys(MANAGED_CGROUP_KEYS, "cgroup.conf") = Field(default_factory=dict)
 
 
+class PyxisPlugStack(ApiModel):
+    """Pyxis's settings, one for the whole cluster: slurmd reads plugstack.conf from slurmctld."""
+
+    mount_images: bool = Field(
+        default=False, description="start a container from a squashfs image by mounting it (squashfuse, a "
+        "kernel overlay on top: writes go to memory) instead of unpacking it with `enroot create`. Workers of "
+        "node sets with Pyxis then ask for /dev/fuse (resource soperator.dev/fuse, which the operator chart's "
+        "fuseDevicePlugin offers): without it their pods do not start. Named containers (--container-name) "
+        "are still unpacked, as Pyxis does")
+
+
 class PlugStack(ApiModel):
+    pyxis: PyxisPlugStack = Field(default_factory=PyxisPlugStack)
     allow_user_namespaces: bool = Field(
         default=False, description="let job steps create user namespaces (rootless containers need them); "
                                    "off: the chroot plugin's seccomp filter refuses them")

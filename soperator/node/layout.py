@@ -63,6 +63,9 @@ JOB_NAME_LABEL = "job-name"
 # On a worker pod whose Slurm node can run no job (drained or down): the workers' disruption budget
 # leaves it out, so an eviction may take it (soperator/reconcile/evictions.py).
 EVICTABLE_LABEL = "slurm.soperator.dev/evictable"
+# /dev/fuse, which the operator chart's device plugin offers (soperator/fuse_device): the workers of
+# node sets with Pyxis ask for one when images are mounted (spec.plugStack.pyxis.mountImages).
+FUSE_RESOURCE = "soperator.dev/fuse"
 
 # Annotations reconcile reads back from what render wrote.
 # A digest of the files a pod reads once at start: a change rolls the pods (login's sshd_config).

@@ -221,6 +221,9 @@ def name_health_check() -> None:
         os.unlink(PATHS.health_check_program)
 
 
+FUSE_DEVICE = "/dev/fuse"
+
+
 def enable_containers() -> None:
     """On a node set with Pyxis (the pod carries its enroot.conf): Pyxis's and enroot's node-local
     directories and that enroot.conf go into the jail, and job steps may create user namespaces.
@@ -244,7 +247,21 @@ def enable_containers() -> None:
         bound.append(PATHS.jail_enroot_conf)
     open(PATHS.userns_mark, "w").close()
     log(f"container jobs (Pyxis): bound into the jail: {', '.join(bound)}; job steps may create user namespaces; "
-        f"each step's user gets its own {', '.join(USER_DIRS)}")
+        f"each step's user gets its own {', '.join(USER_DIRS)}; {open_fuse_to_users()}")
+
+
+def open_fuse_to_users(device: str = FUSE_DEVICE) -> str:
+    """/dev/fuse, when the pod was given it (spec.plugStack.pyxis.mountImages), for the users whose
+    squashfuse mounts their images. The runtime makes the container's node with the node's mode, which
+    is root's alone where no udev rule widened it (0600 on the test host; distributions' rule makes it
+    0666, FUSE's own checks keep users apart). Only a node made in this container's own /dev is
+    changed: the /dev of the jail is a bind of it; a node's device bound in is never touched."""
+    if not os.path.exists(device):
+        return f"no {device}"
+    if os.stat(device).st_dev != os.stat(os.path.dirname(device)).st_dev:
+        return f"{device} is the node's own, left as it is"
+    os.chmod(device, 0o666)
+    return f"{device} open to users (squashfuse)"
 
 
 def forget_node(name: str, instance: str) -> None:

@@ -7,7 +7,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.api.fields import quantity_value
 from soperator.api.slurm_config import uses_cgroups
 from soperator.api.spec import NodeSetSpec
-from soperator.node.layout import ENV, PATHS, PLACE_ANNOTATION, PLACEMENT_VOLUME, PORTS, WORKER
+from soperator.node.layout import ENV, FUSE_RESOURCE, PATHS, PLACE_ANNOTATION, PLACEMENT_VOLUME, PORTS, WORKER
 from soperator.render.common import Obj, object_name, resources, slurm_daemon_probes
 from soperator.render.configs import conf_server, enroot_conf, worker_node_conf
 from soperator.render.nodes import (NODE_CAPABILITIES, headless_service, jail_mount, jail_mounts,
@@ -55,6 +55,11 @@ def _pyxis(cluster: SlurmCluster, node_set: NodeSetSpec) -> tuple[list[Obj], lis
             "secretName": pyxis.registry_credentials_secret, "defaultMode": 0o444,
             "items": [{"key": ".credentials", "path": ".credentials"}]}})
     return env, mounts, volumes
+
+
+def _fuse_limit(cluster: SlurmCluster, node_set: NodeSetSpec) -> dict[str, str]:
+    """Pyxis mounts images (plugStack.pyxis.mountImages): its workers get /dev/fuse, and only they."""
+    return {FUSE_RESOURCE: "1"} if node_set.pyxis.enabled and cluster.spec.plug_stack.pyxis.mount_images else {}
 
 
 def _health_check_env(cluster: SlurmCluster) -> list[Obj]:
@@ -152,7 +157,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
             *pyxis_mounts, *place_mounts, *identity_mounts(cluster),
         ],
         **slurm_daemon_probes(PORTS.slurmd, spec.slurm_version),
-        "resources": resources(node_set, worker_limits(node_set)),
+        "resources": resources(node_set, {**worker_limits(node_set), **_fuse_limit(cluster, node_set)}),
     }
     volumes = slurm_volumes(cluster, configs=False) + jail_volumes(cluster, node_set.sub_mounts) + [
         {"name": "spool", "emptyDir": {}},

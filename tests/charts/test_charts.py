@@ -111,6 +111,9 @@ def test_chart_versions_follow_the_package():
     ("slurm-operator", ["--set", "demandSeconds=0"], "demandSeconds"),
     *[("slurm-operator", ["--set", f"seccompProfiles.kubeletRootDir={path}"], "seccompProfiles.kubeletRootDir")
       for path in ("var/lib/kubelet", "/var/lib/../../etc", "/var/lib/kubelet/")],
+    *[("slurm-operator", ["--set", f"fuseDevicePlugin.{key}={value}"], f"fuseDevicePlugin.{key}")
+      for key, value in (("pluginDir", "var/lib/kubelet/device-plugins"), ("pluginDir", "/var/lib/../etc"),
+                         ("devices", "0"), ("devices", "many"))],
     ("slurm-cluster-storage", ["--set", "jail.size=lots"], "jail.size"),
     ("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true"], "needs jail.persistentVolume.nfs"),
     *[("slurm-cluster-storage", ["--set", "jail.persistentVolume.enabled=true", "--set",
@@ -175,7 +178,7 @@ def test_seccomp_profiles_daemon_set_installs_the_shipped_profile_under_the_kube
                   "--set", f"image.digest={DIGEST}")
     config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("seccomp-profiles"))
     assert config["data"] == {profile_file_name(): profile_json()}
-    daemon = next(d for d in docs if d["kind"] == "DaemonSet")
+    daemon = next(d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"].endswith("seccomp-profiles"))
     pod = daemon["spec"]["template"]["spec"]
     assert {v["name"]: v.get("hostPath") for v in pod["volumes"]}["kubelet-seccomp"] == {
         "path": "/srv/kubelet/seccomp/soperator", "type": "DirectoryOrCreate"}
@@ -189,6 +192,28 @@ def test_seccomp_profiles_daemon_set_installs_the_shipped_profile_under_the_kube
     kinds = {(d["kind"], d["metadata"]["name"]) for d in render(tools, "slurm-operator",
                                                                   "--set", "seccompProfiles.install=false")}
     assert not [k for k in kinds if k[1].endswith("seccomp-profiles")]
+
+
+def test_fuse_device_plugin_daemon_set_serves_the_kubelets_plugin_dir_unprivileged(tools):
+    docs = render(tools, "slurm-operator", "--set", "fuseDevicePlugin.devices=8", "--set", f"image.digest={DIGEST}")
+    daemon = next(d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"].endswith("fuse-device-plugin"))
+    pod = daemon["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"] == ["fuse-device-plugin", "--plugin-dir=/device-plugins", "--host-device=/host/dev/fuse",
+                                 "--devices=8"]
+    assert container["image"] == f"localhost/soperator/operator@{DIGEST}"
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}
+    assert {v["name"]: v.get("hostPath") for v in pod["volumes"]} == {
+        "device-plugins": {"path": "/var/lib/kubelet/device-plugins", "type": "Directory"},
+        "host-dev": {"path": "/dev", "type": "Directory"}}
+    assert {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]} == {
+        "/device-plugins": False, "/host/dev": True}
+    assert pod["automountServiceAccountToken"] is False and not pod.get("hostNetwork")
+    operator = next(d for d in docs if d["kind"] == "Service")["spec"]["selector"]
+    assert not operator.items() <= daemon["spec"]["template"]["metadata"]["labels"].items()
+    names = {d["metadata"]["name"] for d in render(tools, "slurm-operator", "--set", "fuseDevicePlugin.enabled=false")}
+    assert not [n for n in names if n.endswith("fuse-device-plugin")]
 
 
 def test_images_by_digest(tools):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from images.build import build_all, image_ref
 from tests.cluster.build import BuildError
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError
 from tests.cluster.local import LocalCluster
@@ -68,6 +69,15 @@ def node(local_cluster):
         return local_cluster.start_node()
     except (BuildError, NodeError) as exc:
         pytest.fail(f"node unavailable: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def node_image(node) -> str:
+    """The node image (Python, no Slurm daemon started) built and imported into the node's containerd."""
+    build_all(only=["node"])
+    ref = image_ref("node")
+    node.import_images([ref])
+    return ref
 
 
 def _keep_logs(workdir: Path) -> None:

@@ -10,7 +10,6 @@ import urllib.request
 import pytest
 import yaml
 
-from images.build import build_all, image_ref
 from soperator.kube import Kube
 from tests.cluster.build import CONTAINERD, RUNTIME, kubernetes_version, required_version
 from tests.cluster.node import NODE_IP, NODE_NAME
@@ -41,14 +40,6 @@ with urllib.request.urlopen("https://kubernetes.default.svc/version", context=ct
     version = json.load(resp)["gitVersion"]
 print(json.dumps({"names": names, "version": version, "outside_is_no_such_name": outside}))
 """
-
-
-@pytest.fixture(scope="module")
-def node_image(node):
-    build_all(only=["node"])
-    ref = image_ref("node")
-    node.import_images([ref])
-    return ref
 
 
 def _manifests(namespace: str, image: str) -> str:

@@ -26,9 +26,9 @@ from images.build import build_all, image_ref
 from images.build import IMAGES as BUILD_ORDER
 from images.podman import PodmanError
 from soperator.node.drains import KUBE_NODE, START_FAILED
-from soperator.node.layout import EVICTABLE_LABEL
+from soperator.node.layout import EVICTABLE_LABEL, FUSE_RESOURCE
 from soperator.render.seccomp_profile import profile_json, pyxis_worker_profile_path
-from tests.cluster.node import NODE_IP
+from tests.cluster.node import NODE_IP, NODE_NAME
 from tests.kube.conftest import adopt_crd
 from tests.kube.test_operator import scrape
 from tests.support.enroot_host import bookworm_image, import_podman_image
@@ -507,8 +507,13 @@ def _container_jobs_on_a_pyxis_node_set(kubectl, namespace: str, login: Login, j
     pods = _pod_uids(kubectl, namespace)
     main = {"name": "main", "default": True}
     box = {"name": "box", "replicas": 1, "pyxis": {"enabled": True, "storageSize": "2Gi"}}
+    # Images mounted, not unpacked: the worker asks for /dev/fuse, which the operator chart's device
+    # plugin (a DaemonSet, like the profile's) offers on the node.
+    offered = json.loads(kubectl("get", "node", NODE_NAME, "-o", "json").stdout)["status"]["allocatable"]
+    assert offered.get(FUSE_RESOURCE) == "64", offered
     kubectl("-n", namespace, "patch", "slurmcluster", NAME, "--type=merge", "-p", json.dumps(
-        {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}, box], "partitions": [main]}}))
+        {"spec": {"nodeSets": [{"name": "worker", "replicas": 2}, box], "partitions": [main],
+                  "plugStack": {"pyxis": {"mountImages": True}}}}))
     until(lambda: kubectl("-n", namespace, "get", "statefulset", f"{NAME}-box", check=False).returncode == 0,
           120, "the operator to create the Pyxis node set's StatefulSet")
     until(lambda: _ready_replicas(kubectl, namespace, f"{NAME}-box") == 1, 300, "the Pyxis worker ready")
@@ -516,8 +521,8 @@ def _container_jobs_on_a_pyxis_node_set(kubectl, namespace: str, login: Login, j
     # From alice's home: a step starts in the caller's directory, and root's is closed to her.
     as_alice = "cd /home/alice && runuser -u alice --"
     shown = login.run(f"{as_alice} srun -w {NAME}-box-0 --container-image=/home/alice/bookworm.sqsh "
-                      "grep ^VERSION_ID= /etc/os-release")
-    assert shown.strip() == 'VERSION_ID="12"'  # the image's; the jail is Debian 13
+                      "sh -c 'grep ^VERSION_ID= /etc/os-release; stat -f -c %T /'")
+    assert shown.split() == ['VERSION_ID="12"', "overlayfs"]  # the image's (the jail is Debian 13), mounted
     login.run(f"{as_alice} sbatch --wait -w {NAME}-box-0 --container-image=/home/alice/bookworm.sqsh "
               "-o /home/alice/container.out --wrap 'grep ^VERSION_ID= /etc/os-release'")
     assert (jail / "home" / "alice" / "container.out").read_text() == 'VERSION_ID="12"\n'  # in the jail

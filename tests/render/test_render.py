@@ -292,6 +292,21 @@ def test_only_a_node_set_with_pyxis_gets_enroot_its_volume_and_its_own_seccomp_p
     assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/run/enroot", "/etc/soperator/enroot"}
 
 
+def test_mounted_images_give_pyxis_workers_dev_fuse_and_pyxis_its_squashfuse_option():
+    cluster = make_cluster(nodeSets=PYXIS_SETS, plugStack={"pyxis": {"mountImages": True}})
+    pyxis = [line for line in slurm_files(cluster)["plugstack.conf"].splitlines() if "spank_pyxis" in line]
+    assert pyxis == ["required /usr/local/lib/slurm/spank_pyxis.so container_scope=global runtime_path=/run/pyxis "
+                     "use_squashfuse=1"]
+    objects = _by_kind_name(render_all(cluster, None))
+    limits = {name: objects[("StatefulSet", f"demo-{name}")]["spec"]["template"]["spec"]["containers"][0]
+              ["resources"].get("limits", {}) for name in ("cpu", "gpu")}
+    assert limits["gpu"]["soperator.dev/fuse"] == "1" and "soperator.dev/fuse" not in limits["cpu"]
+    # Off (the default): no device, and Pyxis unpacks.
+    unpacked = _by_kind_name(render_all(make_cluster(nodeSets=PYXIS_SETS), None))
+    assert "soperator.dev/fuse" not in unpacked[("StatefulSet", "demo-gpu")]["spec"]["template"]["spec"][
+        "containers"][0]["resources"].get("limits", {})
+
+
 @pytest.mark.parametrize("config,field", [({"ENROOT_DATA_PATH": "/jail/shared"}, "ENROOT_DATA_PATH"),
                                           ({"ENROOT_SQUASH_OPTIONS": "$(touch /x)"}, "ENROOT_SQUASH_OPTIONS"),
                                           ({"PATH": "/x"}, "enrootConfig")])

@@ -2,8 +2,9 @@
 
 The e2e tests must start pods from what `soperator render` or a chart produces, not from hand-written
 settings. This turns a pod spec into `podman run` flags: image, command and args, env, the security
-context (privileged, user, read-only root, dropped capabilities, no privilege escalation), and every
-volumeMount, with ConfigMap and Secret volumes materialised as files with the rendered modes.
+context (privileged, user, read-only root, dropped capabilities, no privilege escalation), the device
+plugins' devices, and every volumeMount, with ConfigMap and Secret volumes materialised as files with
+the rendered modes.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from images.podman import PodmanError, podman
+from soperator.node.layout import FUSE_RESOURCE
+from soperator.node.roles import FUSE_DEVICE
 from soperator.render.seccomp_profile import PROFILE_DIR
 from tests.support_paths import SECCOMP_FILES
 
@@ -110,6 +113,13 @@ def security_args(pod: dict, container: dict) -> list[str]:
     return args
 
 
+def device_args(container: dict) -> list[str]:
+    """What the kubelet adds for a device plugin's resource: soperator.dev/fuse is the host's
+    /dev/fuse, made in the container with the host's mode (soperator/fuse_device's Allocate answer)."""
+    limits = container.get("resources", {}).get("limits", {})
+    return ["--device", f"{FUSE_DEVICE}:{FUSE_DEVICE}:rw"] if limits.get(FUSE_RESOURCE) else []
+
+
 def run_args(name: str, pod: dict, store: VolumeStore, network: str, hostname: str | None = None,
              address: str | None = None, dns: str | None = None) -> tuple[list[str], list[str]]:
     """`podman run` arguments, split as (options, image and its arguments). `dns` is the pod's one
@@ -121,7 +131,7 @@ def run_args(name: str, pod: dict, store: VolumeStore, network: str, hostname: s
         args += ["--ip", address]
     if dns:
         args += ["--dns", dns]
-    args += security_args(pod, container)
+    args += security_args(pod, container) + device_args(container)
     for env in container.get("env", []):
         args += ["-e", f"{env['name']}={env['value'] if 'value' in env else downward(env['valueFrom'], name)}"]
     volumes = {v["name"]: v for v in pod.get("volumes", [])}
