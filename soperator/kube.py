@@ -16,8 +16,9 @@ from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
 FIELD_MANAGER = "soperator"
 _READS = ("get", "list")
 # (connect, read) seconds for every call that sets none. The client's own default is to wait for
-# ever: one stalled answer (a pod's log the kubelet never sends) held a pass, and with it the
-# cluster's lock, so every later pass waited behind it and the cluster's status froze. Watches are
+# ever: one stalled answer (a pod's log the kubelet never sends, say) would hold a pass, and with it
+# the cluster's lock, so every later pass would wait behind it and the cluster's status freeze (as
+# seen once in CI, cause not proven). Watches are
 # kopf's own connections, with their own timeouts (handlers.configure).
 REQUEST_TIMEOUT = (10.0, 60.0)
 

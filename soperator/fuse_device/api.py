@@ -40,7 +40,8 @@ def _file() -> descriptor_pb2.FileDescriptorProto:
     for name, fields in _MESSAGES.items():
         message = proto.message_type.add(name=name)
         for field, number, kind, repeated, type_name in fields:
-            message.field.add(name=field, number=number, type=kind, type_name=f".{PACKAGE}.{type_name}" if type_name else None,
+            message.field.add(name=field, number=number, type=kind,
+                              type_name=f".{PACKAGE}.{type_name}" if type_name else None,
                               label=_T.LABEL_REPEATED if repeated else _T.LABEL_OPTIONAL)
     return proto
 

@@ -20,14 +20,12 @@ from dataclasses import dataclass
 import grpc
 
 from soperator.fuse_device import api
-from soperator.node.layout import FUSE_RESOURCE
+from soperator.node.layout import FUSE_DEVICE, FUSE_RESOURCE
 
 log = logging.getLogger("soperator.fuse_device")
 
-RESOURCE = FUSE_RESOURCE
 SOCKET_NAME = "soperator-fuse.sock"
 KUBELET_SOCKET = "kubelet.sock"
-CONTAINER_DEVICE = "/dev/fuse"
 # Read and write only: no mknod, the node is made for the container by the runtime.
 PERMISSIONS = "rw"
 CHECK_SECONDS = 5.0
@@ -38,7 +36,7 @@ class PluginConfig:
     plugin_dir: str  # the kubelet's device-plugins directory, as this pod sees it
     host_device: str  # where this pod sees the node's /dev/fuse (health)
     devices: int = 64  # pods per node that may hold /dev/fuse at once
-    node_device: str = CONTAINER_DEVICE  # its path on the node, which the runtime opens
+    node_device: str = FUSE_DEVICE  # its path on the node, which the runtime opens
 
 
 def device_list(config: PluginConfig) -> list:
@@ -51,7 +49,7 @@ def allocate(config: PluginConfig, request) -> object:
     response = api.AllocateResponse()
     for _ in request.container_requests:
         container = response.container_responses.add()
-        container.devices.add(container_path=CONTAINER_DEVICE, host_path=config.node_device, permissions=PERMISSIONS)
+        container.devices.add(container_path=FUSE_DEVICE, host_path=config.node_device, permissions=PERMISSIONS)
     return response
 
 
@@ -68,7 +66,7 @@ class _Servicer:
             devices = device_list(self.config)
             health = devices[0].health if devices else None
             if health != sent:
-                log.info("%d devices %s: %s %s", len(devices), RESOURCE, health,
+                log.info("%d devices %s: %s %s", len(devices), FUSE_RESOURCE, health,
                          "" if health == api.HEALTHY else f"({self.config.host_device} missing on the node)")
                 yield api.ListAndWatchResponse(devices=devices)
                 sent = health
@@ -110,7 +108,7 @@ def register(config: PluginConfig, timeout: float = 10.0) -> None:
     with grpc.insecure_channel(f"unix://{os.path.join(config.plugin_dir, KUBELET_SOCKET)}") as channel:
         call = channel.unary_unary(api.REGISTRATION, request_serializer=lambda m: m.SerializeToString(),
                                    response_deserializer=api.Empty.FromString)
-        call(api.RegisterRequest(version=api.VERSION, endpoint=SOCKET_NAME, resource_name=RESOURCE,
+        call(api.RegisterRequest(version=api.VERSION, endpoint=SOCKET_NAME, resource_name=FUSE_RESOURCE,
                                  options=api.DevicePluginOptions()), timeout=timeout)
 
 
@@ -136,7 +134,7 @@ def run(config: PluginConfig, stopping: threading.Event) -> None:
             try:
                 register(config)
                 registered_with = current
-                log.info("registered %s with the kubelet (%s)", RESOURCE, kubelet)
+                log.info("registered %s with the kubelet (%s)", FUSE_RESOURCE, kubelet)
             except grpc.RpcError as exc:
                 log.warning("registration with the kubelet failed, retrying: %s", exc.details() or exc)
                 server.stop(grace=None)

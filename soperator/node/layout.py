@@ -66,6 +66,7 @@ EVICTABLE_LABEL = "slurm.soperator.dev/evictable"
 # /dev/fuse, which the operator chart's device plugin offers (soperator/fuse_device): the workers of
 # node sets with Pyxis ask for one when images are mounted (spec.plugStack.pyxis.mountImages).
 FUSE_RESOURCE = "soperator.dev/fuse"
+FUSE_DEVICE = "/dev/fuse"  # the same path on the node and in the container
 
 # Annotations reconcile reads back from what render wrote.
 # A digest of the files a pod reads once at start: a change rolls the pods (login's sshd_config).

@@ -18,7 +18,7 @@ from .database import ensure_account, prepare_datadir, server_argv
 from .fresh_boot import forget_refusal, record, take_over
 from .hold import hold, release
 from .job_dirs import clear_job_dirs
-from .layout import CGROUPS_UNAVAILABLE, ENV, PATHS
+from .layout import CGROUPS_UNAVAILABLE, ENV, FUSE_DEVICE, PATHS
 from .identity import share_with_jail, start_sssd
 from .mounts import (CONTAINER_RUNTIME, CONTAINERS, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail, harden_jail,
                      mount_private_proc, use_jail_accounts)
@@ -219,9 +219,6 @@ def name_health_check() -> None:
         log(f"health check: {program}, in the jail")
     elif os.path.exists(PATHS.health_check_program):
         os.unlink(PATHS.health_check_program)
-
-
-FUSE_DEVICE = "/dev/fuse"
 
 
 def enable_containers() -> None:

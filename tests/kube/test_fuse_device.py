@@ -15,7 +15,8 @@ import time
 import pytest
 import yaml
 
-from soperator.fuse_device.plugin import RESOURCE, SOCKET_NAME
+from soperator.fuse_device.plugin import SOCKET_NAME
+from soperator.node.layout import FUSE_RESOURCE
 from tests.cluster.node import NODE_NAME
 from tests.support.wait import until
 from tests.support_paths import ROOT
@@ -60,7 +61,7 @@ def plugin(node, tmp_path):
 
 def _offered(kubectl) -> tuple[str, str]:
     status = json.loads(kubectl("get", "node", NODE_NAME, "-o", "json").stdout)["status"]
-    return status.get("capacity", {}).get(RESOURCE, "0"), status.get("allocatable", {}).get(RESOURCE, "0")
+    return status.get("capacity", {}).get(FUSE_RESOURCE, "0"), status.get("allocatable", {}).get(FUSE_RESOURCE, "0")
 
 
 def _pod(namespace: str, name: str, image: str, code: str, fuse: bool) -> str:
@@ -68,7 +69,7 @@ def _pod(namespace: str, name: str, image: str, code: str, fuse: bool) -> str:
                  "securityContext": {"runAsUser": 0, "allowPrivilegeEscalation": False,
                                      "capabilities": {"drop": ["ALL"]}}}
     if fuse:
-        container["resources"] = {"limits": {RESOURCE: "1"}}
+        container["resources"] = {"limits": {FUSE_RESOURCE: "1"}}
     return yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
                            "spec": {"restartPolicy": "Never", "containers": [container]}})
 

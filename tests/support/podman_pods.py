@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from images.podman import PodmanError, podman
-from soperator.node.layout import FUSE_RESOURCE
-from soperator.node.roles import FUSE_DEVICE
+from soperator.node.layout import FUSE_DEVICE, FUSE_RESOURCE
 from soperator.render.seccomp_profile import PROFILE_DIR
 from tests.support_paths import SECCOMP_FILES
 
