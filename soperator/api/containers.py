@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Optional
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from soperator.api.common import ApiModel, AtField, cel
-from soperator.api.fields import PositiveQuantity, SecretName
+from soperator.api.fields import PositiveQuantity, SecretName, quantity_value
 from soperator.node.layout import PATHS
 
 # enroot.conf keys soperator writes: where enroot keeps its files on the node (node-local, one
@@ -51,6 +51,19 @@ class PyxisSeccompProfile(ApiModel):
         return self
 
 
+class PyxisImageCache(ApiModel):
+    """Registry images (docker://), imported once per worker and shared by every user of the node."""
+
+    enabled: bool = Field(
+        default=True, description="registry images are imported by root on each worker, once, into a cache "
+        "every user reads and none can write, keyed by the image's manifest digest, with the node set's "
+        "registry credentials; off: this node set's jobs run squashfs files only (a user cannot import an "
+        "image in the jail: enroot needs privileges for it that job steps never have)")
+    size: PositiveQuantity = Field(
+        default="20Gi", description="the most the cache keeps on each worker, in the node-local volume of "
+        "storageSize (so no more than it): the least recently used images go first to make room")
+
+
 class Pyxis(ApiModel):
     """Container jobs on this node set's workers: Pyxis in slurmstepd, enroot in the jail.
 
@@ -73,3 +86,16 @@ class Pyxis(ApiModel):
         default=None, description="a Secret whose key '.credentials' holds enroot's credentials (netrc "
         "lines) for registry pulls; every user of this node set's jobs can read it")
     seccomp_profile: PyxisSeccompProfile = Field(default_factory=PyxisSeccompProfile)
+    image_cache: PyxisImageCache = Field(default_factory=PyxisImageCache)
+
+    model_config = ConfigDict(json_schema_extra=cel((
+        "!has(self.imageCache) || !has(self.imageCache.size) || !has(self.storageSize) || "
+        "quantity(string(self.imageCache.size)).compareTo(quantity(string(self.storageSize))) <= 0",
+        "imageCache.size may not be more than storageSize: the cache lives in that volume")))
+
+    @model_validator(mode="after")
+    def _cache_in_volume(self) -> "Pyxis":
+        if quantity_value(self.image_cache.size) > quantity_value(self.storage_size):
+            raise AtField(("imageCache", "size"), f"{self.image_cache.size} is more than storageSize "
+                          f"({self.storage_size}): the cache lives in that volume")
+        return self

@@ -1,5 +1,5 @@
 """Node container entrypoint: `python3 -m soperator_node [controller|worker|login|hold-nodes|release-nodes]`,
-and the images' helpers (health-check, session-limits).
+and the images' helpers (health-check, session-limits; image-cache and jail-enroot on Pyxis workers).
 
 The role defaults to $SOPERATOR_COMPONENT, which the rendered pod spec sets.
 """
@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from . import health_check, session_limits
+from . import health_check, image_cache, jail_enroot, session_limits
 from .layout import ENV, PATHS
 from .roles import JAIL, ONE_SHOT, ROLES, NodeError
 from .supervise import Supervisor, log
@@ -30,6 +30,10 @@ def main(argv: list[str]) -> int:
         return health_check.run(JAIL, PATHS.jail_lib, act=health_check.verdict)
     if role == "session-limits":  # pam_exec's, in sshd's session setup on login nodes
         return session_limits.main(argv[1:])
+    if role == "image-cache":  # a Pyxis worker's daemon (the worker role starts it)
+        return image_cache.serve()
+    if role == "jail-enroot":  # the image cache's imports: enroot in the jail as its account
+        return jail_enroot.main(argv[1:])
     if role not in ROLES and role not in ONE_SHOT:
         log(f"unknown role {role!r}; expected one of {', '.join(sorted([*ROLES, *ONE_SHOT]))}")
         return 2

@@ -45,14 +45,17 @@ def program(program_file: str = PATHS.health_check_program) -> str:
     return path
 
 
-def enter(jail: str, lib_path: str) -> None:
-    """Into the jail, confined as a job step's task; NotRun if any part fails (then the process must
-    not go on: it may be in a private mount namespace, never in the jail half-made)."""
+def enter(jail: str, lib_path: str, as_session: bool = False) -> None:
+    """Into the jail, confined as a job step's task; or, `as_session`, as a login session is (the
+    node's bounding set kept: the image cache's root imports, jail_enroot.py). NotRun if any part
+    fails (then the process must not go on: it may be in a private mount namespace, never in the
+    jail half-made)."""
     lib = ctypes.CDLL(lib_path)
     err = ctypes.create_string_buffer(512)
     for what, call in (("the jail is not usable", lambda: lib.soperator_check_jail(jail.encode(), err, len(err))),
                        ("cannot enter the jail", lambda: lib.soperator_enter_jail(jail.encode(), err, len(err))),
-                       ("cannot confine it", lambda: lib.soperator_restrict_task(0, err, len(err)))):
+                       ("cannot confine it", lambda: lib.soperator_restrict_sessions(0, err, len(err)) if as_session
+                        else lib.soperator_restrict_task(0, err, len(err)))):
         if call() != 0:
             raise NotRun(f"{what}: {err.value.decode(errors='replace')}")
 

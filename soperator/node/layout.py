@@ -142,6 +142,8 @@ class ENV:
     slurm_cgroups = "SOPERATOR_SLURM_CGROUPS"
     node_name = "SOPERATOR_NODE_NAME"  # the Kubernetes node the pod runs on, for messages
     enroot_conf = "SOPERATOR_ENROOT_CONF"
+    # The node set's image cache limit in bytes (pyxis.imageCache.size); unset: no cache.
+    image_cache_bytes = "SOPERATOR_IMAGE_CACHE_BYTES"
     allow_user_namespaces = "SOPERATOR_ALLOW_USER_NAMESPACES"
     max_user_processes = "SOPERATOR_MAX_USER_PROCESSES"
     # "true" when spec.login.sessionLimits sets a limit: the login node readies a cgroup per user.
@@ -252,6 +254,13 @@ class PATHS:
     # The node set's enroot.conf, from the pod's environment, bound over the jail's (enroot reads it there).
     enroot_conf = "/run/soperator/enroot.conf"
     jail_enroot_conf = "/etc/enroot/enroot.conf"
+    # The image cache (image_cache.py): root's images in the node-local enroot volume, and the socket
+    # Pyxis's importer asks it through, both seen in the jail at these paths. The importer itself
+    # comes with the node image, bound read-only into the jail (plugstack.conf names it).
+    image_cache = f"{enroot_runtime}/images"
+    image_cache_socket = f"{enroot_runtime}/image-cache.sock"
+    pyxis_importer_dir = "/opt/soperator/pyxis"
+    pyxis_importer = f"{pyxis_importer_dir}/importer"
 
     # spec.identity: SSSD on the controller, worker and login nodes. The operator's sssd.conf (no
     # password in it), the bind Secret and the CA are given here; the entrypoint writes sssd_conf from

@@ -8,6 +8,7 @@ import resource
 import shutil
 import socket
 import subprocess
+import sys
 import time
 
 from . import layout, session_limits
@@ -186,6 +187,7 @@ def worker(sup: Supervisor) -> None:
     if directory:
         log(f"directory users in the jail: {', '.join(share_with_jail(JAIL))}")
     enable_containers()
+    start_image_cache(sup)
     name_health_check()
     name, conf_server = socket.gethostname(), os.environ[ENV.conf_server]
     wait_for_names([conf_server.rsplit(":", 1)[0]], START_WAIT, stop=lambda: sup.stopping)
@@ -245,6 +247,13 @@ def enable_containers() -> None:
     open(PATHS.userns_mark, "w").close()
     log(f"container jobs (Pyxis): bound into the jail: {', '.join(bound)}; job steps may create user namespaces; "
         f"each step's user gets its own {', '.join(USER_DIRS)}; {open_fuse_to_users()}")
+
+
+def start_image_cache(sup: Supervisor) -> None:
+    """On a Pyxis node set with an image cache (pyxis.imageCache): its daemon (image_cache.py), started
+    again should it exit (no job depends on it while it runs)."""
+    if os.environ.get(ENV.image_cache_bytes):
+        sup.start_restartable("image-cache", [sys.executable, "-P", "-m", "soperator_node", "image-cache"])
 
 
 def open_fuse_to_users(device: str = FUSE_DEVICE) -> str:

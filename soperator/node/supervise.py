@@ -25,6 +25,9 @@ class Supervisor:
         # Log followers (tail -F): stopped last, after a moment, so a daemon's last words (why it
         # exited) reach the pod's log before the follower goes.
         self.followers: set[str] = set()
+        # Helpers no job depends on (the image cache): one that exits is started again, never taking
+        # the node, and the jobs on it, down with it. name -> (argv, Popen keywords).
+        self.restartable: dict[str, tuple[list[str], dict]] = {}
         self.stopping = False
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
@@ -41,6 +44,10 @@ class Supervisor:
         if after_stop:
             self.after_stop[name] = after_stop
         return proc
+
+    def start_restartable(self, name: str, argv: list[str], **kw) -> subprocess.Popen:
+        self.restartable[name] = (argv, kw)
+        return self.start(name, argv, **kw)
 
     def every(self, interval: float, work: Callable[[], None]) -> None:
         """Run `work` every `interval` seconds from wait()'s loop. Anything that starts processes
@@ -100,6 +107,11 @@ class Supervisor:
                 return 0
             for name, proc in self.procs.items():
                 code = proc.returncode
+                if code is not None and name in self.restartable:
+                    log(f"{name} exited with {code}; starting it again (the node and its jobs go on)")
+                    argv, kw = self.restartable[name]
+                    self.start(name, argv, **kw)
+                    break
                 if code is not None:
                     log(f"{name} exited with {code}; stopping the node")
                     self.stop()

@@ -22,6 +22,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 DAEMONS_MIB = 512
 LOCAL_VOLUME = "local"
 AFFINITY_CAPABILITY = "SYS_NICE"
+IMPORT_CAPABILITY = "MKNOD"
 
 
 def node_set_stateful_set_name(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
@@ -47,6 +48,8 @@ def _pyxis(cluster: SlurmCluster, node_set: NodeSetSpec) -> tuple[list[Obj], lis
     if not pyxis.enabled:
         return [], [], []
     env = [{"name": ENV.enroot_conf, "value": enroot_conf(cluster, node_set)}]
+    if pyxis.image_cache.enabled:
+        env.append({"name": ENV.image_cache_bytes, "value": str(int(quantity_value(pyxis.image_cache.size)))})
     mounts = [{"name": "enroot", "mountPath": PATHS.enroot_runtime}]
     volumes = [{"name": "enroot", "emptyDir": {"sizeLimit": pyxis.storage_size}}]
     if pyxis.registry_credentials_secret:
@@ -101,10 +104,14 @@ def worker_security_context(cluster: SlurmCluster, node_set: NodeSetSpec) -> Obj
     A node set with Pyxis runs under its own seccomp profile (seccomp_profile.py): containerd's
     default refuses the pivot_root that enroot enters every container with, whatever the
     capabilities. Its job steps may create user namespaces (the chroot plugin's filter is lifted on
-    these workers only)."""
+    these workers only), and it keeps CAP_MKNOD (containerd's and Docker's default, which we drop
+    elsewhere) in its bounding set: `enroot import` turns an image's whiteouts into overlay ones with
+    mknod in its own user namespace, where it can have no capability the bounding set lacks (measured:
+    "enroot-aufs2ovlfs: failed to set capabilities" without it). Tasks still drop it."""
     binds = "task/affinity" in cluster.spec.slurm_config.task_plugin.split(",")
-    context = node_security_context(NODE_CAPABILITIES + (AFFINITY_CAPABILITY,) * binds)
-    if node_set.pyxis.enabled:
+    pyxis = node_set.pyxis.enabled
+    context = node_security_context(NODE_CAPABILITIES + (AFFINITY_CAPABILITY,) * binds + (IMPORT_CAPABILITY,) * pyxis)
+    if pyxis:
         profile = node_set.pyxis.seccomp_profile
         context["seccompProfile"] = {"type": "Unconfined"} if profile.type == "Unconfined" else {
             "type": "Localhost", "localhostProfile": profile.localhost_profile or pyxis_worker_profile_path()}

@@ -1,9 +1,10 @@
 """Build the real Kubernetes components and the node's container runtime from Go modules, once, and
 cache them.
 
-Three modules: this directory (kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy and
+Four modules: this directory (kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy and
 kubectl, all from one k8s.io/kubernetes release), coredns/ (cluster DNS from CoreDNS's own module, so
-its dependencies never move Kubernetes') and runtime/ (containerd 2, its runc shim, ctr and runc:
+its dependencies never move Kubernetes'), registry/ (the image registry the container e2e tests pull
+from) and runtime/ (containerd 2, its runc shim, ctr and runc:
 bookworm's containerd 1.6 and runc 1.1 cannot run pods in user namespaces, and Kubernetes 1.36 no
 longer supports containerd 1.x). `python -m tests.cluster.build` builds (CI calls it); tests call
 `ensure_binaries()`, which rebuilds a module only when its go.mod, go.sum, Go files or the Go version
@@ -27,6 +28,7 @@ CACHE = Path(os.environ.get("SOPERATOR_CACHE", Path.home() / ".cache" / "soperat
 BIN = CACHE / "kube-bin"
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl")
 COREDNS = HERE / "coredns"
+REGISTRY = HERE / "registry"
 RUNTIME = HERE / "runtime"
 CONTAINERD = "github.com/containerd/containerd/v2"
 RUNC = "github.com/opencontainers/runc"
@@ -126,7 +128,8 @@ def _cached(go: str, module: Path, bin_dir: Path, components: tuple[str, ...], l
 def ensure_binaries(module: Path = HERE, bin_dir: Path = BIN) -> dict[str, Path]:
     go = go_binary()
     paths = _build(go, module, bin_dir, COMPONENTS, "./cmd/...", _ldflags(module))
-    return paths | {"coredns": coredns_binary(bin_dir)} | runtime_binaries(bin_dir)
+    return (paths | {"coredns": coredns_binary(bin_dir), "registry": registry_binary(bin_dir)}
+            | runtime_binaries(bin_dir))
 
 
 def runtime_binaries(bin_dir: Path = BIN) -> dict[str, Path]:
@@ -151,6 +154,11 @@ def runtime_binaries(bin_dir: Path = BIN) -> dict[str, Path]:
 def coredns_binary(bin_dir: Path = BIN) -> Path:
     """CoreDNS alone: the e2e network's DNS needs no Kubernetes component."""
     return _build(go_binary(), COREDNS, bin_dir, ("coredns",), ".", "")["coredns"]
+
+
+def registry_binary(bin_dir: Path = BIN) -> Path:
+    """The CNCF Distribution registry: the container e2e tests' docker:// images come from it."""
+    return _build(go_binary(), REGISTRY, bin_dir, ("registry",), ".", "")["registry"]
 
 
 def main() -> int:

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import shutil
 
-import paramiko
 import pytest
 
-from images.podman import podman
 from tests.e2e.test_containers_e2e import sqsh  # noqa: F401 - the module's image fixture
-from tests.cluster.controlplane import free_port
-from tests.support.e2e_cluster import SSH_PORT, add_user, running, try_ssh
+from tests.support.e2e_cluster import running, start_with_sessions
 from tests.support.ssh_session import run as _run
 from tests.support.wait import until as _wait
 
@@ -32,20 +29,9 @@ def cluster(images, tmp_path):
 def users(cluster, sqsh):  # noqa: F811 - the fixture imported above
     """The cluster up, alice's image in her jail home; alice's and bob's ssh sessions on the login node."""
     assert cluster.populate("first")["action"] == "populated"
-    keys = {}
-    for user, uid in (("alice", 1000), ("bob", 1001)):
-        keys[user] = paramiko.Ed25519Key.generate() if hasattr(paramiko.Ed25519Key, "generate") \
-            else paramiko.RSAKey.generate(2048)
-        add_user(cluster.jail, user, uid, f"{keys[user].get_name()} {keys[user].get_base64()}")
+    sessions = start_with_sessions(cluster, ["box", "cpu"], {"alice": 1000, "bob": 1001})
     shutil.copy(sqsh, cluster.jail / "home" / "alice" / "bookworm.sqsh")
     shutil.chown(cluster.jail / "home" / "alice" / "bookworm.sqsh", 1000, 1000)
-    for name in ("controller", "box", "cpu"):
-        cluster.start(f"e2e-{name}-0", cluster.pod("StatefulSet", f"e2e-{name}"))
-    port = free_port()
-    cluster.start("e2e-login-0", cluster.pod("StatefulSet", "e2e-login"), ["-p", f"127.0.0.1:{port}:{SSH_PORT}"])
-    _wait(lambda: podman("exec", "e2e-controller-0", "sinfo", "-h", "-o", "%t %D", check=False).stdout.split()
-          == ["idle", "2"], 120, "two workers to register")
-    sessions = {user: _wait(lambda u=user: try_ssh(port, u, keys[u]), 60, f"sshd for {user}") for user in keys}
     yield sessions
     for client in sessions.values():
         client.close()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import ssl
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from tests.cluster.controlplane import free_port
 from tests.kube.test_reconcile import _create, _finish_job, _names
 from tests.support.bad_corpus import CASES
 from tests.support_paths import ROOT
+from tests.support.processes import stop
 
 pytestmark = pytest.mark.kube
 
@@ -34,13 +34,7 @@ class Operator:
             cwd=ROOT, env=env, stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
 
     def get(self, port: int, path: str) -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:

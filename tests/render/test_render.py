@@ -266,7 +266,8 @@ def test_plugstack_is_required_and_pyxis_follows_the_jail_when_a_node_set_has_it
     lines = [line for line in slurm_files(make_cluster(nodeSets=PYXIS_SETS))["plugstack.conf"].splitlines()
              if line.startswith("required")]
     assert lines == [f"required /opt/soperator/lib/spank_chroot.so /mnt/jail{JOB_DIRS}",
-                     "required /usr/local/lib/slurm/spank_pyxis.so container_scope=global runtime_path=/run/pyxis"]
+                     "required /usr/local/lib/slurm/spank_pyxis.so container_scope=global runtime_path=/run/pyxis "
+                     "importer=/opt/soperator/pyxis/importer"]
 
 
 def test_only_a_node_set_with_pyxis_gets_enroot_its_volume_and_its_own_seccomp_profile():
@@ -279,7 +280,9 @@ def test_only_a_node_set_with_pyxis_gets_enroot_its_volume_and_its_own_seccomp_p
     container = gpu["containers"][0]
     assert container["securityContext"]["seccompProfile"] == {"type": "Localhost",
                                                               "localhostProfile": pyxis_worker_profile_path()}
-    assert container["securityContext"]["capabilities"] == plain["containers"][0]["securityContext"]["capabilities"]
+    # One more capability, for the bounding set only: enroot's imports make whiteouts with mknod.
+    plain_caps = plain["containers"][0]["securityContext"]["capabilities"]
+    assert container["securityContext"]["capabilities"] == {**plain_caps, "add": sorted([*plain_caps["add"], "MKNOD"])}
     conf = next(e["value"] for e in container["env"] if e["name"] == "SOPERATOR_ENROOT_CONF")
     settings = dict(line.split(" ", 1) for line in conf.splitlines() if line and not line.startswith("#"))
     assert settings == {"ENROOT_RUNTIME_PATH": "/run/enroot/user-$(id -u)/runtime",
@@ -296,7 +299,7 @@ def test_mounted_images_give_pyxis_workers_dev_fuse_and_pyxis_its_squashfuse_opt
     cluster = make_cluster(nodeSets=PYXIS_SETS, plugStack={"pyxis": {"mountImages": True}})
     pyxis = [line for line in slurm_files(cluster)["plugstack.conf"].splitlines() if "spank_pyxis" in line]
     assert pyxis == ["required /usr/local/lib/slurm/spank_pyxis.so container_scope=global runtime_path=/run/pyxis "
-                     "use_squashfuse=1"]
+                     "importer=/opt/soperator/pyxis/importer use_squashfuse=1"]
     objects = _by_kind_name(render_all(cluster, None))
     limits = {name: objects[("StatefulSet", f"demo-{name}")]["spec"]["template"]["spec"]["containers"][0]
               ["resources"].get("limits", {}) for name in ("cpu", "gpu")}
@@ -305,6 +308,29 @@ def test_mounted_images_give_pyxis_workers_dev_fuse_and_pyxis_its_squashfuse_opt
     unpacked = _by_kind_name(render_all(make_cluster(nodeSets=PYXIS_SETS), None))
     assert "soperator.dev/fuse" not in unpacked[("StatefulSet", "demo-gpu")]["spec"]["template"]["spec"][
         "containers"][0]["resources"].get("limits", {})
+
+
+def _cache_env(node_sets: list[dict]) -> dict[str, str | None]:
+    objects = _by_kind_name(render_all(make_cluster(nodeSets=node_sets), None))
+    found = {}
+    for node_set in node_sets:
+        env = objects[("StatefulSet", f"demo-{node_set['name']}")]["spec"]["template"]["spec"]["containers"][0]["env"]
+        found[node_set["name"]] = next((e["value"] for e in env if e["name"] == "SOPERATOR_IMAGE_CACHE_BYTES"), None)
+    return found
+
+
+def test_pyxis_workers_get_an_image_cache_of_the_size_the_spec_gives_unless_it_is_off():
+    assert _cache_env(PYXIS_SETS) == {"cpu": None, "gpu": str(20 * 2**30)}  # the default, 20Gi
+    sized = [{"name": "gpu", "pyxis": {"enabled": True, "imageCache": {"size": "1500Mi"}}},
+             {"name": "off", "pyxis": {"enabled": True, "imageCache": {"enabled": False}}}]
+    assert _cache_env(sized) == {"gpu": str(1500 * 2**20), "off": None}
+
+
+def test_an_image_cache_larger_than_its_volume_is_refused_naming_the_field():
+    with pytest.raises(SpecError) as refused:
+        make_cluster(nodeSets=[{"name": "gpu", "pyxis": {"enabled": True, "storageSize": "10Gi",
+                                                         "imageCache": {"size": "11Gi"}}}])
+    assert "spec.nodeSets[0].pyxis.imageCache.size" in str(refused.value) and "storageSize" in str(refused.value)
 
 
 @pytest.mark.parametrize("config,field", [({"ENROOT_DATA_PATH": "/jail/shared"}, "ENROOT_DATA_PATH"),

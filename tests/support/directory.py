@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.support.wait import until
+from tests.support.processes import stop
 
 SUFFIX = "dc=soperator,dc=test"
 ADMIN_DN = f"cn=admin,{SUFFIX}"
@@ -142,13 +142,7 @@ class Directory:
 
     def stop(self) -> None:
         """The outage: slapd gone, as a server that dies."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
         self.proc = None
 
     def ldap(self, tool: str, *args: str, ldif: str | None = None, check: bool = True) -> subprocess.CompletedProcess:

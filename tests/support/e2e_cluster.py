@@ -16,10 +16,12 @@ from images.podman import PodmanError, podman
 from soperator.keys import generate_munge_key, generate_ssh_host_keys
 from soperator.render import KeyMaterial, render_all
 from soperator.render.populate_jail import populate_jail_job
+from tests.cluster.controlplane import free_port
 from tests.conftest import make_cluster
 from tests.support.cluster_dns import ClusterDns
 from tests.support.podman_pods import VolumeStore, start_pod
 from tests.support.ssh_session import connect
+from tests.support.wait import until
 
 SSH_PORT = 22
 MAX_USER_PROCESSES = 200
@@ -122,12 +124,13 @@ def running(tmp_path, **spec):
     except Exception as exc:  # a failed podman call, or CoreDNS that would not build: leave nothing behind
         c.teardown()
         pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
-    yield c
-    if os.environ.get("SOPERATOR_E2E_KEEP"):
-        return
-    for name in c.containers:
-        print(f"----- {name}\n{podman('logs', '--tail', '30', name, check=False).stderr}")
-    c.teardown()
+    try:
+        yield c
+    finally:  # also when a bench's `with` body raised: no container or network is left behind
+        if not os.environ.get("SOPERATOR_E2E_KEEP"):
+            for name in c.containers:
+                print(f"----- {name}\n{podman('logs', '--tail', '30', name, check=False).stderr}")
+            c.teardown()
 
 
 def build_images() -> dict[str, float]:
@@ -146,3 +149,20 @@ def try_ssh(port, user, key):
         return ssh(port, user, key)
     except (paramiko.SSHException, OSError):
         return None
+
+
+def start_with_sessions(cluster: Cluster, node_sets: list[str], users: dict[str, int]) -> dict[str, paramiko.SSHClient]:
+    """Each user (name: uid) in the jail with a key of their own; the controller, the first worker of
+    each node set and a login node started; once every worker is idle, each user's ssh session."""
+    keys = {}
+    for user, uid in users.items():
+        keys[user] = paramiko.Ed25519Key.generate() if hasattr(paramiko.Ed25519Key, "generate") \
+            else paramiko.RSAKey.generate(2048)
+        add_user(cluster.jail, user, uid, f"{keys[user].get_name()} {keys[user].get_base64()}")
+    for name in ("controller", *node_sets):
+        cluster.start(f"e2e-{name}-0", cluster.pod("StatefulSet", f"e2e-{name}"))
+    port = free_port()
+    cluster.start("e2e-login-0", cluster.pod("StatefulSet", "e2e-login"), ["-p", f"127.0.0.1:{port}:{SSH_PORT}"])
+    until(lambda: podman("exec", "e2e-controller-0", "sinfo", "-h", "-o", "%t %D", check=False).stdout.split()
+          == ["idle", str(len(node_sets))], 120, "the workers to register")
+    return {user: until(lambda u=user: try_ssh(port, u, keys[u]), 60, f"sshd for {user}") for user in keys}
