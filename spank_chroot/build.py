@@ -47,6 +47,7 @@ int soperator_restrict_task(int allow_userns, char *err, size_t errlen);
 int soperator_read_only_cgroups(const char *root, char *err, size_t errlen);
 int soperator_remount_read_only_under(const char *root, char *err, size_t errlen);
 int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen);
+int soperator_restrict_import(char *err, size_t errlen);
 int soperator_enter_session(const char *jail, char *err, size_t errlen);
 int soperator_read_user_dirs(const char *file, char *buf, size_t buflen, char *err, size_t errlen);
 int soperator_user_dir_template_ok(const char *line);

@@ -85,4 +85,9 @@ int soperator_enter_session(const char *jail, char *err, size_t errlen);
  * Returns 0, or -1 with the reason in err. */
 int soperator_restrict_sessions(int allow_userns, char *err, size_t errlen);
 
+/* For the image cache's imports, on top of soperator_restrict_sessions: a seccomp filter under which a
+ * mount may only make a new file system or change propagation (no remount, bind or move), and
+ * umount2, the new mount API, pivot_root, chroot and setns fail. Returns 0, or -1 with the reason. */
+int soperator_restrict_import(char *err, size_t errlen);
+
 #endif

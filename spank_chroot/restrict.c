@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -42,6 +43,36 @@ static struct sock_filter no_userns_filter[] = {
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                       /* 9 */
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),   /* 10 */
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),  /* 11 */
+};
+
+/* For the image cache's imports (root, jail_enroot.py), after the work directory is the only writable
+ * mount: no other view of anything. A mount may make a new file system (enroot's overlay, in a
+ * namespace of its own) or change propagation, never remount, bind or move one; nothing is unmounted,
+ * attached through the new mount API, pivoted, chrooted into or entered (setns). Another ABI: ENOSYS. */
+#define REFUSED_MOUNT_FLAGS (MS_REMOUNT | MS_BIND | MS_MOVE)
+static struct sock_filter import_filter[] = {
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 0, 18),            /* else -> 20 */
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000U, 16, 0),            /* x32 -> 20 */
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_umount2, 14, 0),           /* -> 19 */
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_move_mount, 13, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open_tree, 12, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fsopen, 11, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fsconfig, 10, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fsmount, 9, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_fspick, 8, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mount_setattr, 7, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_pivot_root, 6, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_chroot, 5, 0),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setns, 4, 0),             /* -> 19 */
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mount, 0, 2),              /* else -> 18 */
+    /* 16: mount's flags (its fourth argument; these bits lie in its low 32 bits). */
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[3])),
+    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, REFUSED_MOUNT_FLAGS, 1, 0),    /* -> 19, else -> 18 */
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                       /* 18 */
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),   /* 19 */
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),  /* 20 */
 };
 
 /* Refused in every task and login session, user namespaces allowed or not: kernel interfaces a job
@@ -176,4 +207,10 @@ int soperator_restrict_task(int allow_userns, char *err, size_t errlen)
     if (limit_capabilities(-1, err, errlen) != 0)
         return -1;
     return soperator_restrict_sessions(allow_userns, err, errlen);
+}
+
+int soperator_restrict_import(char *err, size_t errlen)
+{
+    return install(import_filter, sizeof(import_filter) / sizeof(import_filter[0]),
+                   "against new views of mounts", err, errlen);
 }

@@ -59,9 +59,10 @@ class PyxisImageCache(ApiModel):
         "every user reads and none can write, keyed by the image's manifest digest, with the node set's "
         "registry credentials; off: this node set's jobs run squashfs files only (a user cannot import an "
         "image in the jail: enroot needs privileges for it that job steps never have)")
-    size: PositiveQuantity = Field(
-        default="20Gi", description="the most the cache keeps on each worker, in the node-local volume of "
-        "storageSize (so no more than it): the least recently used images go first to make room")
+    size: Optional[PositiveQuantity] = Field(
+        default=None, description="the most the cache keeps on each worker, in the node-local volume of "
+        "storageSize (so no more than it; default: half of it, leaving room for imports, which unpack "
+        "there, and users' named containers): the least recently used images go first to make room")
 
 
 class Pyxis(ApiModel):
@@ -93,9 +94,17 @@ class Pyxis(ApiModel):
         "quantity(string(self.imageCache.size)).compareTo(quantity(string(self.storageSize))) <= 0",
         "imageCache.size may not be more than storageSize: the cache lives in that volume")))
 
+    @property
+    def image_cache_bytes(self) -> int:
+        """The cache's limit: its size, or half of the volume."""
+        if self.image_cache.size is not None:
+            return int(quantity_value(self.image_cache.size))
+        return int(quantity_value(self.storage_size)) // 2
+
     @model_validator(mode="after")
     def _cache_in_volume(self) -> "Pyxis":
-        if quantity_value(self.image_cache.size) > quantity_value(self.storage_size):
+        if self.image_cache.size is not None and \
+                quantity_value(self.image_cache.size) > quantity_value(self.storage_size):
             raise AtField(("imageCache", "size"), f"{self.image_cache.size} is more than storageSize "
                           f"({self.storage_size}): the cache lives in that volume")
         return self

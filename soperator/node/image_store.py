@@ -1,14 +1,17 @@
-"""A Pyxis worker's image cache on disk: squashfs images keyed by their manifest digest, written by root
-only, read by every user of the node, within a size limit.
+"""A Pyxis worker's image cache on disk: squashfs images under a sha256 key (image_cache.py: of the image's
+repository and manifest digest), written by root only, read by every user of the node, within a size
+limit.
 
-<root>/<hex>.sqsh       an image: root's, 0444, one link; what Pyxis mounts or unpacks
+<root>/<hex>.sqsh        an image: root's, 0444, one link; what Pyxis mounts or unpacks. The jail sees
+                         <root> through a read-only mount of its own: no user can link to an entry
 <root>/.index/<hex>.json what root recorded when it published it (root's, 0700 directory): the
-                        image, the file's sha256 and its identity (inode, size, mtime, ctime)
-<root>/.work/<id>/      one import in progress (0700); gone after
+                         image, the file's sha256 and its identity (inode, size, mtime, ctime)
+<work>/<id>/             one import in progress (root's, 0700, beside <root>); gone after
 
-An entry is trusted only while the file is the one root published: same inode, size, mtime and
-ctime (ctime cannot be set back, by anyone), root's, 0444. Anything else gets the file hashed again;
-a content that no longer matches its record is refused and removed, and the image imported again.
+An entry is trusted only while the file is the one root published: root's, 0444, one link (anything
+else is refused at once), and the same inode, size, mtime and ctime (ctime cannot be set back, by
+anyone); a file with another identity is hashed again, and refused if its content no longer matches
+its record. A refused entry is removed, and the image imported again.
 Users cannot write here at all (the directories are root's, 0755): tampering means root, or the disk.
 
 Full: the least recently used entries go first, but none used in the last RECENT seconds (a step may
@@ -16,6 +19,7 @@ be between the cache's answer and its `enroot create`); an image larger than the
 kept (TooLarge). Standard library only (this runs in the node image, as soperator_node)."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,7 +30,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
-DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
+DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 RECENT = 600.0
 HASH_CHUNK = 1 << 20
 
@@ -46,7 +50,7 @@ class Refused:
 
 
 def _hex(digest: str) -> str:
-    match = DIGEST.match(digest)
+    match = DIGEST.fullmatch(digest)
     if not match:
         raise ValueError(f"not a sha256 digest: {digest!r}")
     return match[1]
@@ -54,6 +58,14 @@ def _hex(digest: str) -> str:
 
 def _identity(st: os.stat_result) -> list[int]:
     return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def sha256_of_file(path: str) -> str:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        return sha256_of(fd)
+    finally:
+        os.close(fd)
 
 
 def sha256_of(fd: int) -> str:
@@ -73,10 +85,9 @@ def human(size: int) -> str:
 
 
 class ImageStore:
-    def __init__(self, root: str, limit: int):
-        self.root, self.limit = root, limit
+    def __init__(self, root: str, work: str, limit: int):
+        self.root, self.work, self.limit = root, work, limit
         self.index = os.path.join(root, ".index")
-        self.work = os.path.join(root, ".work")
 
     def prepare(self) -> list[str]:
         """Make the directories root's with their modes, and drop what a previous container left half
@@ -85,9 +96,13 @@ class ImageStore:
             os.makedirs(path, exist_ok=True)
             os.chown(path, 0, 0)
             os.chmod(path, mode)
-        dropped = [f".work/{name}" for name in os.listdir(self.work)]
+        dropped = [os.path.join(self.work, name) for name in os.listdir(self.work)]
         for name in os.listdir(self.work):
             shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
+        for name in os.listdir(self.index):  # a record half written
+            if not name.endswith(".json"):
+                os.unlink(os.path.join(self.index, name))
+                dropped.append(f".index/{name}")
         recorded = {name[:-5] for name in os.listdir(self.index) if name.endswith(".json")}
         present = {name[:-5] for name in os.listdir(self.root) if name.endswith(".sqsh")}
         for hex_ in recorded - present:
@@ -113,16 +128,21 @@ class ImageStore:
 
     def _write_record(self, digest: str, record: dict) -> None:
         tmp = f"{self._record_path(digest)}.{uuid.uuid4().hex}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(record, fh)
-        os.replace(tmp, self._record_path(digest))
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(record, fh)
+            os.replace(tmp, self._record_path(digest))
+        except OSError:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
 
     def lookup(self, digest: str) -> tuple[str | None, Refused | None]:
         """(path, None) for a trusted entry (its last use noted); (None, Refused) for one that was
         there and is not what root published (removed); (None, None) for none."""
         path, record = self.path(digest), self._record(digest)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except FileNotFoundError:
             return None, None
         except OSError as exc:  # a link or another kind of file in its place
@@ -133,7 +153,7 @@ class ImageStore:
                     or st.st_nlink != 1:
                 return None, self._refuse(digest, f"not root's read-only file any more (owner {st.st_uid}, "
                                           f"mode {stat.S_IMODE(st.st_mode):o}, {st.st_nlink} links)")
-            if record is None:
+            if not isinstance(record, dict) or not {"identity", "sha256", "size"} <= set(record):
                 return None, self._refuse(digest, "no record of publishing it")
             if _identity(st) != record["identity"]:
                 # Changed since root published it (or copied back): only its content can tell.
@@ -145,7 +165,8 @@ class ImageStore:
         finally:
             os.close(fd)
         record["last_used"] = time.time()
-        self._write_record(digest, record)
+        with contextlib.suppress(OSError):  # a full volume: the entry is still good, its age stays
+            self._write_record(digest, record)
         return path, None
 
     def _refuse(self, digest: str, reason: str) -> Refused:
@@ -155,17 +176,18 @@ class ImageStore:
     def remove(self, digest: str) -> None:
         """An entry gone; a step that has it open (squashfuse) keeps reading its inode."""
         for path in (self.path(digest), self._record_path(digest)):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
 
     def entries(self) -> dict[str, dict]:
         found = {}
         for name in os.listdir(self.index):
             if name.endswith(".json"):
                 record = self._record(f"sha256:{name[:-5]}")
-                if record is not None:
+                if isinstance(record, dict) and isinstance(record.get("size"), int):
                     found[f"sha256:{name[:-5]}"] = record
         return found
 
@@ -200,10 +222,11 @@ class ImageStore:
                        f"the last {RECENT / 60:.0f} minutes")
         return evicted
 
-    def publish(self, digest: str, staged: str, image: str) -> tuple[str, list[str]]:
-        """Make the imported file `staged` the entry of `digest`: root's, 0444, hashed, recorded.
-        Returns (its path, digests evicted to make room for it). The caller has made sure nothing of
-        the import still runs (it could otherwise write through a descriptor it holds)."""
+    def publish(self, digest: str, staged: str, image: str, sha256: str | None = None) -> tuple[str, list[str]]:
+        """Make the imported file `staged` the entry of `digest`: root's, 0444, recorded with its sha256
+        (`sha256`, when the caller hashed it already). Returns (its path, digests evicted to make room
+        for it). The caller has made sure nothing of the import still runs (it could otherwise write
+        through a descriptor it holds)."""
         fd = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             st = os.fstat(fd)
@@ -214,7 +237,7 @@ class ImageStore:
             os.fchmod(fd, 0o444)
             target = self.path(digest)
             os.rename(staged, target)
-            sha256 = sha256_of(fd)
+            sha256 = sha256 or sha256_of(fd)
             st = os.fstat(fd)
         finally:
             os.close(fd)

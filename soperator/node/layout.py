@@ -254,10 +254,12 @@ class PATHS:
     # The node set's enroot.conf, from the pod's environment, bound over the jail's (enroot reads it there).
     enroot_conf = "/run/soperator/enroot.conf"
     jail_enroot_conf = "/etc/enroot/enroot.conf"
-    # The image cache (image_cache.py): root's images in the node-local enroot volume, and the socket
-    # Pyxis's importer asks it through, both seen in the jail at these paths. The importer itself
-    # comes with the node image, bound read-only into the jail (plugstack.conf names it).
+    # The image cache (image_cache.py): root's images in the node-local enroot volume (bound read-only
+    # into the jail, a mount of their own), and the socket Pyxis's importer asks it through, both seen
+    # in the jail at these paths. The importer itself comes with the node image, bound read-only into
+    # the jail (plugstack.conf names it).
     image_cache = f"{enroot_runtime}/images"
+    image_cache_work = f"{enroot_runtime}/.image-work"  # root's alone: imports in progress
     image_cache_socket = f"{enroot_runtime}/image-cache.sock"
     pyxis_importer_dir = "/opt/soperator/pyxis"
     pyxis_importer = f"{pyxis_importer_dir}/importer"

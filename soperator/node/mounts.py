@@ -47,8 +47,10 @@ WORKER = COMMON + (Bind(PATHS.worker_spool),)
 # in parents of root's that users may not write.
 CONTAINER_RUNTIME = (PATHS.pyxis_runtime, PATHS.enroot_runtime)
 # The importer Pyxis runs in the jail (pyxis_importer.py), from the node image: the jail's own may be older.
+# The image cache's entries read-only, on a mount of their own: no user can hard-link one (link(2)
+# never crosses mounts) into a directory of theirs.
 CONTAINERS = (*(Bind(path) for path in CONTAINER_RUNTIME), Bind(PATHS.enroot_credentials, read_only=True),
-              Bind(PATHS.pyxis_importer_dir, read_only=True))
+              Bind(PATHS.pyxis_importer_dir, read_only=True), Bind(PATHS.image_cache, read_only=True))
 # Each step user's own directories in them, made by the chroot plugin as root ("%u": the uid). The
 # worker lists them in PATHS.user_dirs_file (spank_chroot/user_dirs.h); enroot.conf.j2 and
 # plugstack.conf.j2 name the same places.

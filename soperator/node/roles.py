@@ -231,7 +231,7 @@ def enable_containers() -> None:
     conf = os.environ.get(ENV.enroot_conf)
     if not conf:
         return
-    for path in CONTAINER_RUNTIME:
+    for path in (*CONTAINER_RUNTIME, PATHS.image_cache):
         os.makedirs(path, exist_ok=True)
         os.chown(path, 0, 0)
         os.chmod(path, 0o755)

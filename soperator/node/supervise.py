@@ -12,6 +12,8 @@ from typing import Callable
 
 
 PR_SET_CHILD_SUBREAPER = 36
+# A restartable helper's pause before it starts again: doubled at each exit, from MIN to MAX seconds.
+RESTART_PAUSE_MIN, RESTART_PAUSE_MAX = 1.0, 60.0
 
 
 class Supervisor:
@@ -28,6 +30,8 @@ class Supervisor:
         # Helpers no job depends on (the image cache): one that exits is started again, never taking
         # the node, and the jobs on it, down with it. name -> (argv, Popen keywords).
         self.restartable: dict[str, tuple[list[str], dict]] = {}
+        self.restart_pause: dict[str, float] = {}
+        self.restarts_due: dict[str, tuple[float, int]] = {}
         self.stopping = False
         signal.signal(signal.SIGTERM, self._stop)
         signal.signal(signal.SIGINT, self._stop)
@@ -48,6 +52,27 @@ class Supervisor:
     def start_restartable(self, name: str, argv: list[str], **kw) -> subprocess.Popen:
         self.restartable[name] = (argv, kw)
         return self.start(name, argv, **kw)
+
+    def _restart(self, name: str, code: int) -> None:
+        """A restartable helper exited: start it again, after a pause that doubles while it keeps
+        failing (up to RESTART_PAUSE_MAX s), in the wait loop's turns; a failed start is logged and
+        tried again, never raised."""
+        if name in self.restarts_due:
+            if time.monotonic() < self.restarts_due[name][0]:
+                return
+        else:
+            pause = min(RESTART_PAUSE_MAX, 2 * self.restart_pause.get(name, RESTART_PAUSE_MIN / 2))
+            self.restart_pause[name] = pause
+            self.restarts_due[name] = (time.monotonic() + pause, code)
+            log(f"{name} exited with {code}; starting it again in {pause:.0f} s (the node and its jobs go on)")
+            return
+        del self.restarts_due[name]
+        argv, kw = self.restartable[name]
+        try:
+            self.start(name, argv, **kw)
+        except OSError as exc:
+            log(f"{name} could not start again: {exc}")
+            self.procs[name].returncode = code  # still gone: the next turn schedules another try
 
     def every(self, interval: float, work: Callable[[], None]) -> None:
         """Run `work` every `interval` seconds from wait()'s loop. Anything that starts processes
@@ -105,14 +130,11 @@ class Supervisor:
             if self.stopping:
                 self.stop()
                 return 0
-            for name, proc in self.procs.items():
+            for name, proc in list(self.procs.items()):
                 code = proc.returncode
                 if code is not None and name in self.restartable:
-                    log(f"{name} exited with {code}; starting it again (the node and its jobs go on)")
-                    argv, kw = self.restartable[name]
-                    self.start(name, argv, **kw)
-                    break
-                if code is not None:
+                    self._restart(name, code)
+                elif code is not None:
                     log(f"{name} exited with {code}; stopping the node")
                     self.stop()
                     return code or 1

@@ -49,7 +49,7 @@ def _pyxis(cluster: SlurmCluster, node_set: NodeSetSpec) -> tuple[list[Obj], lis
         return [], [], []
     env = [{"name": ENV.enroot_conf, "value": enroot_conf(cluster, node_set)}]
     if pyxis.image_cache.enabled:
-        env.append({"name": ENV.image_cache_bytes, "value": str(int(quantity_value(pyxis.image_cache.size)))})
+        env.append({"name": ENV.image_cache_bytes, "value": str(pyxis.image_cache_bytes)})
     mounts = [{"name": "enroot", "mountPath": PATHS.enroot_runtime}]
     volumes = [{"name": "enroot", "emptyDir": {"sizeLimit": pyxis.storage_size}}]
     if pyxis.registry_credentials_secret:
@@ -104,13 +104,14 @@ def worker_security_context(cluster: SlurmCluster, node_set: NodeSetSpec) -> Obj
     A node set with Pyxis runs under its own seccomp profile (seccomp_profile.py): containerd's
     default refuses the pivot_root that enroot enters every container with, whatever the
     capabilities. Its job steps may create user namespaces (the chroot plugin's filter is lifted on
-    these workers only), and it keeps CAP_MKNOD (containerd's and Docker's default, which we drop
-    elsewhere) in its bounding set: `enroot import` turns an image's whiteouts into overlay ones with
-    mknod in its own user namespace, where it can have no capability the bounding set lacks (measured:
-    "enroot-aufs2ovlfs: failed to set capabilities" without it). Tasks still drop it."""
+    these workers only). With an image cache it keeps CAP_MKNOD too (containerd's and Docker's
+    default, which we drop elsewhere): the cache's imports (root's) turn an image's whiteouts into
+    overlay ones with mknod (measured: "enroot-aufs2ovlfs: failed to set capabilities" without it).
+    Tasks still drop it."""
     binds = "task/affinity" in cluster.spec.slurm_config.task_plugin.split(",")
     pyxis = node_set.pyxis.enabled
-    context = node_security_context(NODE_CAPABILITIES + (AFFINITY_CAPABILITY,) * binds + (IMPORT_CAPABILITY,) * pyxis)
+    imports = pyxis and node_set.pyxis.image_cache.enabled
+    context = node_security_context(NODE_CAPABILITIES + (AFFINITY_CAPABILITY,) * binds + (IMPORT_CAPABILITY,) * imports)
     if pyxis:
         profile = node_set.pyxis.seccomp_profile
         context["seccompProfile"] = {"type": "Unconfined"} if profile.type == "Unconfined" else {

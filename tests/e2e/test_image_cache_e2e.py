@@ -27,6 +27,18 @@ PYXIS = {"enabled": True, "enrootConfig": {"ENROOT_ALLOW_HTTP": "yes"}}
 NODE_SETS = [{"name": "box", "replicas": 1, "pyxis": PYXIS}, {"name": "small", "replicas": 1, "pyxis": PYXIS}]
 # The small worker's node-local volume (/run/enroot): room for a layer, not for the unpacked image.
 SMALL_VOLUME = "80m"
+# Root's change of one byte of a file (inverted, so it always differs), its mode put back after.
+FLIP_A_BYTE = """
+import os, sys
+path = sys.argv[1]
+os.chmod(path, 0o644)
+with open(path, "r+b") as fh:
+    fh.seek(4096)
+    byte = fh.read(1)[0]
+    fh.seek(4096)
+    fh.write(bytes([byte ^ 0xFF]))
+os.chmod(path, 0o444)
+"""
 
 
 @pytest.fixture
@@ -99,15 +111,15 @@ def test_two_users_share_one_import_and_a_changed_entry_is_imported_again(cluste
     for uid in (1000, 1001):
         held = cluster.exec("e2e-box-0", "sh", "-c", f"find /run/enroot/user-{uid} -type f 2>/dev/null | wc -l")
         assert held.strip() == "0", uid
-    # Users read it, none may write it or the directory.
-    code, out, _ = _run(bob, f"srun -w e2e-box-0 sh -c 'cat /run/enroot/images/{files[0].split()[3]} > /dev/null && echo read; "
-                             f"touch /run/enroot/images/x 2>/dev/null || echo refused'")
-    assert (code, out.split()) == (0, ["read", "refused"]), out
+    # Users read it; none may write it or the directory, nor link it into a directory of theirs.
+    entry = f"/run/enroot/images/{files[0].split()[3]}"
+    code, out, _ = _run(bob, f"srun -w e2e-box-0 sh -c 'cat {entry} > /dev/null && echo read; "
+                             f"touch /run/enroot/images/x 2>/dev/null || echo refused; "
+                             f"ln {entry} /run/enroot/user-1001/kept 2>/dev/null || echo refused'")
+    assert (code, out.split()) == (0, ["read", "refused", "refused"]), out
 
     # Root changes a byte of the cached image: the next start refuses it and imports the image again.
-    path = "/run/enroot/images/" + files[0].split()[3]
-    cluster.exec("e2e-box-0", "sh", "-c", f"chmod 644 {path} && printf X | dd of={path} bs=1 seek=4096 "
-                                          f"conv=notrunc status=none && chmod 444 {path}")
+    cluster.exec("e2e-box-0", "python3", "-c", FLIP_A_BYTE, entry)
     code, out, err = _run(alice, launch, timeout=600)
     assert (code, out.split()) == (0, ['VERSION_ID="12"', "overlayfs", "alice"]), err
     log = cache_log(cluster, "e2e-box-0")
@@ -126,7 +138,7 @@ def test_an_image_larger_than_the_workers_volume_is_refused_and_leaves_nothing(c
     assert not any(" imported in " in line for line in log), log
     # Nothing of the attempt: no image, no import directory, no file of alice's; the space is back.
     assert cached_files(cluster, "e2e-small-0") == []
-    assert cluster.exec("e2e-small-0", "ls", "-A", "/run/enroot/images/.work").split() == []
+    assert cluster.exec("e2e-small-0", "ls", "-A", "/run/enroot/.image-work").split() == []
     assert cluster.exec("e2e-small-0", "sh", "-c", "find /run/pyxis/1000 /run/enroot/user-1000 -type f "
                                                    "2>/dev/null | wc -l").strip() == "0"
     after = os.statvfs(small_volume)

@@ -320,10 +320,15 @@ def _cache_env(node_sets: list[dict]) -> dict[str, str | None]:
 
 
 def test_pyxis_workers_get_an_image_cache_of_the_size_the_spec_gives_unless_it_is_off():
-    assert _cache_env(PYXIS_SETS) == {"cpu": None, "gpu": str(20 * 2**30)}  # the default, 20Gi
+    assert _cache_env(PYXIS_SETS) == {"cpu": None, "gpu": str(10 * 2**30)}  # the default: half of 20Gi
     sized = [{"name": "gpu", "pyxis": {"enabled": True, "imageCache": {"size": "1500Mi"}}},
              {"name": "off", "pyxis": {"enabled": True, "imageCache": {"enabled": False}}}]
     assert _cache_env(sized) == {"gpu": str(1500 * 2**20), "off": None}
+    # MKNOD (the cache's imports make whiteouts) only where there is a cache.
+    objects = _by_kind_name(render_all(make_cluster(nodeSets=sized), None))
+    caps = {name: objects[("StatefulSet", f"demo-{name}")]["spec"]["template"]["spec"]["containers"][0]
+            ["securityContext"]["capabilities"]["add"] for name in ("gpu", "off")}
+    assert "MKNOD" in caps["gpu"] and "MKNOD" not in caps["off"]
 
 
 def test_an_image_cache_larger_than_its_volume_is_refused_naming_the_field():

@@ -597,3 +597,48 @@ def test_a_tasks_cgroups_are_read_only_for_it_alone(tmp_path, make_read_only):
     assert json.loads(data) == {"code": 0, "task": {"cgroup": "Read-only file system",
                                                     "memory": "Read-only file system"}}, data
     assert lib.soperator_read_only_cgroups(str(tmp_path / "absent").encode(), _err(), 512) == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or os.uname().machine != "x86_64", reason="needs root; x86_64 numbers")
+def test_an_import_may_make_a_new_file_system_and_never_another_view_of_one(tmp_path):
+    """The image cache's imports (root, jail_enroot.py): a new tmpfs and a change of propagation still
+    mount (enroot's overlay needs both); a remount (read-write again), a bind, a move, umount, chroot,
+    pivot_root, setns and the new mount API all fail with EPERM."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+
+    def child(out):
+        if libc.unshare(CLONE_NEWNS) != 0 or libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+            return 3
+        if libc.mount(b"tmpfs", str(tmp_path / "a").encode(), b"tmpfs", MS_RDONLY, None) != 0:
+            return 4
+        if lib.soperator_restrict_sessions(0, _err(), 512) != 0 or lib.soperator_restrict_import(_err(), 512) != 0:
+            return 5
+        a, b = str(tmp_path / "a").encode(), str(tmp_path / "b").encode()
+        calls = {
+            "new tmpfs": lambda: libc.mount(b"tmpfs", b, b"tmpfs", 0, None),
+            "propagation": lambda: libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None),
+            "remount rw": lambda: libc.mount(None, a, None, MS_REMOUNT | MS_BIND, None),
+            "bind": lambda: libc.mount(a, b, None, MS_BIND, None),
+            "move": lambda: libc.mount(a, b, None, 8192, None),  # MS_MOVE
+            "umount2": lambda: libc.umount2(a, 0),
+            "chroot": lambda: libc.chroot(b"/"),
+            "pivot_root": lambda: libc.syscall(155, a, b),  # x86_64 numbers from here on
+            "setns": lambda: libc.syscall(308, -1, 0),
+            "open_tree": lambda: libc.syscall(428, -100, a, 1),
+            "fsopen": lambda: libc.syscall(430, b"tmpfs", 0),
+            "mount_setattr": lambda: libc.syscall(442, -100, a, 0, None, 0),
+        }
+        found = {}
+        for name, call in calls.items():
+            ctypes.set_errno(0)
+            found[name] = 0 if call() == 0 else ctypes.get_errno()
+        os.write(out, json.dumps(found).encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0, data
+    found = json.loads(data)
+    assert (found.pop("new tmpfs"), found.pop("propagation")) == (0, 0)
+    assert found == {name: 1 for name in found}, found  # EPERM, each

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 
 import pytest
 
-from soperator.node.image_cache import pinned
+from soperator.node.image_ref import BadReference, ImageRef, parse
 from soperator.node.image_store import RECENT, Full, ImageStore, TooLarge
 
 A, B, C = (f"sha256:{c * 64}" for c in "abc")
@@ -17,7 +18,7 @@ MiB = 2**20
 
 @pytest.fixture
 def store(tmp_path):
-    store = ImageStore(str(tmp_path / "images"), 10 * MiB)
+    store = ImageStore(str(tmp_path / "images"), str(tmp_path / "work"), 10 * MiB)
     store.prepare()
     return store
 
@@ -121,14 +122,60 @@ def test_prepare_drops_what_a_previous_container_left_half_done(store):
     with open(store.path(B), "wb") as fh:  # an image without a record
         fh.write(b"x")
     store._write_record(C, {"image": "docker://r/c", "sha256": "0", "size": 1, "identity": [], "last_used": 0})
-    works = [f".work/{name}" for name in os.listdir(store.work)]  # the import's, and one cut short
-    assert f".work/{os.path.basename(leftover)}" in works
-    dropped = ImageStore(store.root, store.limit).prepare()
-    assert sorted(dropped) == sorted([*works, f".index/{'c' * 64}.json", f"{'b' * 64}.sqsh"])
+    works = [os.path.join(store.work, name) for name in os.listdir(store.work)]  # the import's, one cut short
+    assert leftover in works
+    open(os.path.join(store.index, f"{'d' * 64}.json.1f2e"), "w").close()  # a record half written
+    dropped = ImageStore(store.root, store.work, store.limit).prepare()
+    assert sorted(dropped) == sorted([*works, f".index/{'c' * 64}.json", f"{'b' * 64}.sqsh",
+                                      f".index/{'d' * 64}.json.1f2e"])
     assert set(store.entries()) == {A} and os.listdir(store.work) == []
 
 
-def test_the_import_asks_for_the_digest_the_cache_is_keyed_by():
-    assert pinned("docker://reg:5000/img:12", A) == f"docker://reg:5000/img:12@{A}"
-    # A digest the user gave (perhaps a multi-architecture index's) gives way to this node's manifest's.
-    assert pinned(f"docker://reg#img@{B}", A) == f"docker://reg#img@{A}"
+def test_a_hit_on_a_full_volume_is_still_a_hit(store):
+    """Noting its last use fails (no room for a new record file): the entry is answered all the same,
+    and no half-written record is left."""
+    path, _ = store.publish(A, staged(store, MiB), "r/img@sha256:…")
+    record = open(os.path.join(store.index, f"{'a' * 64}.json")).read()
+    # The index on a file system with room for its root and one file: the record, and nothing more.
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,nr_inodes=2,mode=0700", "soperator-test", store.index],
+                   check=True)
+    try:
+        with open(os.path.join(store.index, f"{'a' * 64}.json"), "w") as fh:
+            fh.write(record)
+        assert store.lookup(A) == (path, None)
+        assert os.listdir(store.index) == [f"{'a' * 64}.json"]
+    finally:
+        subprocess.run(["umount", store.index], check=True)
+
+
+@pytest.mark.parametrize("uri,name,asked", [
+    ("docker://ubuntu:24.04", "registry-1.docker.io/library/ubuntu", "docker://registry-1.docker.io#library/ubuntu:24.04"),
+    ("docker://nvcr.io#nvidia/pytorch:24.05-py3", "nvcr.io/nvidia/pytorch",
+     "docker://nvcr.io#nvidia/pytorch:24.05-py3"),
+    ("docker://registry.e2e.test:5000/bookworm:12", "registry.e2e.test:5000/bookworm",
+     "docker://registry.e2e.test:5000#bookworm:12"),
+    (f"docker://reg:5000/a/b@{B}", "reg:5000/a/b", f"docker://reg:5000#a/b@{B}"),
+    ("docker://org/img", "registry-1.docker.io/org/img", "docker://registry-1.docker.io#org/img:latest"),
+])
+def test_an_image_reference_reads_as_enroot_reads_it(uri, name, asked):
+    ref = parse(uri)
+    assert (ref.name, ref.asked) == (name, asked)
+    # The import fetches the digest the registry gave (enroot ignores a tag beside it).
+    assert ref.pinned(A) == f"docker://{ref.registry}#{ref.repository}@{A}"
+
+
+def test_the_key_is_the_repository_and_its_digest_so_no_registry_answers_for_another():
+    """A registry of a user's may claim any digest for its image: it can only ever fill its own key."""
+    real, claimed = parse("docker://nvcr.io#nvidia/pytorch:24.05"), parse("docker://evil.example#nvidia/pytorch:24.05")
+    assert real.key(A) != claimed.key(A) and real.key(A) != parse("docker://nvcr.io#nvidia/other:1").key(A)
+    assert real.key(A) == ImageRef("nvcr.io", "nvidia/pytorch", "other-tag").key(A)  # the tag is not the image
+
+
+@pytest.mark.parametrize("uri", [
+    "dockerd://img", "docker://alice@reg.io/img", "docker://reg.io/Img", "docker://reg.io/img:bad tag",
+    "docker://reg.io/img@sha256:xyz", "docker://reg.io/../etc", "docker://reg.io/img;rm -rf", "docker://$(id)/x",
+    "docker://reg.io#", "docker://-reg.io/x",
+])
+def test_references_outside_the_grammar_are_refused_before_anything_runs(uri):
+    with pytest.raises(BadReference):
+        parse(uri)

@@ -80,3 +80,27 @@ def test_a_daemons_last_log_line_reaches_the_pod_log_before_the_follower_stops(t
                           timeout=30)
     assert proc.returncode == 0
     assert "fatal: the reason it stopped" in proc.stdout, proc.stdout + proc.stderr
+
+
+RESTARTED = """
+import sys
+from soperator.node.supervise import Supervisor
+sup = Supervisor()
+# The helper appends a line each time it starts, and dies at once; the node's daemon lives until the
+# helper has started three times.
+sup.start_restartable("helper", ["sh", "-c", "echo started >> " + sys.argv[1] + "; exit 5"])
+sup.start("daemon", ["sh", "-c", "until [ $(cat " + sys.argv[1] + " 2>/dev/null | wc -l) -ge 3 ]; do sleep 0.1; done; exit 7"])
+raise SystemExit(sup.wait())
+"""
+
+
+def test_a_restartable_helper_that_dies_is_started_again_and_never_stops_the_node(tmp_path):
+    """The image cache's daemon: its exit stops no node (and so no job); it starts again after a pause
+    that doubles (1, then 2 s...), and the node still stops with its daemon, with the daemon's code."""
+    starts = tmp_path / "starts"
+    proc = subprocess.run([sys.executable, "-c", RESTARTED, str(starts)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=30)
+    assert proc.returncode == 7, proc.stderr
+    assert starts.read_text().split()[:3] == ["started"] * 3, proc.stderr
+    assert "helper exited with 5; starting it again in 1 s" in proc.stderr
+    assert "helper exited with 5; starting it again in 2 s" in proc.stderr
