@@ -20,6 +20,7 @@ from soperator.node.layout import FUSE_RESOURCE
 from tests.cluster.node import NODE_NAME
 from tests.support.wait import until
 from tests.support_paths import ROOT
+from tests.support.kube_report import namespace_report
 
 pytestmark = pytest.mark.kube
 
@@ -78,7 +79,10 @@ def _finished(kubectl, namespace: str, name: str) -> tuple[str, str]:
     def phase():
         pod = json.loads(kubectl("-n", namespace, "get", "pod", name, "-o", "json").stdout)
         return pod["status"].get("phase") in ("Succeeded", "Failed") and pod["status"]["phase"]
-    result = until(phase, 120, f"pod {name} to finish", interval=1)
+    try:
+        result = until(phase, 120, f"pod {name} to finish", interval=1)
+    except AssertionError as exc:  # why: the pod, its events, the node's (once seen in CI, not here)
+        raise AssertionError(f"{exc}\n{namespace_report(kubectl, namespace, logs_of=(name,))}") from None
     return result, kubectl("-n", namespace, "logs", name, check=False).stdout
 
 

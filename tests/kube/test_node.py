@@ -13,6 +13,7 @@ import yaml
 from soperator.kube import Kube
 from tests.cluster.build import CONTAINERD, RUNTIME, kubernetes_version, required_version
 from tests.cluster.node import NODE_IP, NODE_NAME
+from tests.support.kube_report import namespace_report
 
 pytestmark = pytest.mark.kube
 
@@ -70,7 +71,10 @@ def test_node_is_ready_with_the_control_planes_release(node, kubectl):
 
 def test_pods_resolve_each_other_reach_the_apiserver_and_a_nodeport(node, node_image, kubectl, namespace, api):
     kubectl("apply", "-f", "-", input=_manifests(namespace, node_image))
-    kubectl("-n", namespace, "rollout", "status", "statefulset/web", "--timeout=120s")
+    # Within kubectl's own 120 s: an answer, not a TimeoutExpired.
+    rollout = kubectl("-n", namespace, "rollout", "status", "statefulset/web", "--timeout=100s", check=False)
+    # Why not, when not (once seen in CI, not here): the pods, their events, their logs.
+    assert rollout.returncode == 0, f"{rollout.stderr}\n{namespace_report(kubectl, namespace)}"
     out = kubectl("-n", namespace, "exec", "web-0", "--", "python3", "-c", PROBE.replace("NAMESPACE", namespace)).stdout
     seen = json.loads(out)
     pods = {p["metadata"]["name"]: p["status"]["podIP"] for p in
