@@ -23,14 +23,14 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import time
 import uuid
 from dataclasses import dataclass
 
-DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+from .image_ref import DIGEST
+
 RECENT = 600.0
 HASH_CHUNK = 1 << 20
 
@@ -50,10 +50,9 @@ class Refused:
 
 
 def _hex(digest: str) -> str:
-    match = DIGEST.fullmatch(digest)
-    if not match:
+    if not DIGEST.fullmatch(digest):
         raise ValueError(f"not a sha256 digest: {digest!r}")
-    return match[1]
+    return digest.removeprefix("sha256:")
 
 
 def _identity(st: os.stat_result) -> list[int]:

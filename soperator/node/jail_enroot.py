@@ -24,6 +24,7 @@ import sys
 
 from .health_check import NotRun, enter
 from .layout import PATHS
+from .mounts import Mount, parse_mountinfo
 from .roles import JAIL
 
 FAILED = 126
@@ -50,15 +51,10 @@ def _mount(source: str | None, target: str, flags: int, fstype: str | None = Non
                       flags, None), f"mount {target}")
 
 
-def mounts() -> list[tuple[str, str]]:
-    """(mount point, its per-mount options) of this mount namespace, parents first."""
-    found = []
+def mounts() -> list[Mount]:
+    """This mount namespace's mounts, parents first."""
     with open("/proc/self/mountinfo", encoding="utf-8") as fh:
-        for line in fh:
-            fields = line.split()
-            point = fields[4].encode("latin-1").decode("unicode_escape").encode("latin-1").decode()
-            found.append((point, fields[5]))
-    return found
+        return parse_mountinfo(fh.read())
 
 
 def writes_only_to(work: str, fresh_proc: bool = False) -> int:
@@ -68,15 +64,16 @@ def writes_only_to(work: str, fresh_proc: bool = False) -> int:
     how many were made read-only."""
     _mount(work, work, MS_BIND)
     done = 0
-    for point, options in mounts():
+    for mount in mounts():
+        point = mount.point
         if fresh_proc and point.startswith("/proc/"):
             continue
         flags = MS_REMOUNT | MS_BIND
-        for option in options.split(","):
+        for option in mount.options:
             flags |= KEPT_FLAGS.get(option, 0)
         if point == work:  # a bind of a read-only mount starts read-only
             _mount(None, point, flags)
-        elif not point.startswith(work + "/") and "ro" not in options.split(","):
+        elif not point.startswith(work + "/") and "ro" not in mount.options:
             _mount(None, point, flags | MS_RDONLY)
             done += 1
     return done

@@ -71,6 +71,7 @@ class Mount:
     fstype: str
     read_only: bool
     super_options: tuple[str, ...]
+    options: tuple[str, ...] = ()  # the mount's own (nosuid, nodev, relatime…)
 
 
 def _unescape(path: str) -> str:
@@ -88,7 +89,8 @@ def parse_mountinfo(mountinfo: str) -> list[Mount]:
             continue
         sep = fields.index("-", 6)
         found.append(Mount(_unescape(fields[3]), _unescape(fields[4]), fields[sep + 1], "ro" in fields[5].split(","),
-                           tuple(fields[sep + 3].split(",")) if len(fields) > sep + 3 else ()))
+                           tuple(fields[sep + 3].split(",")) if len(fields) > sep + 3 else (),
+                           tuple(fields[5].split(","))))
     return found
 
 

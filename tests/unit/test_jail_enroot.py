@@ -35,7 +35,7 @@ def _in_private_namespace(work: str, scratch: str, elsewhere: list[str]) -> dict
                     results[directory] = "written"
                 except OSError as exc:
                     results[directory] = os.strerror(exc.errno)
-            results["options"] = ";".join(f"{point} {options}" for point, options in mounts())
+            results["options"] = ";".join(f"{m.point} {','.join(m.options)}" for m in mounts())
             os.write(write, repr(results).encode())
             code = 0
         finally:
