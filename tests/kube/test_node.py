@@ -13,7 +13,7 @@ import yaml
 from soperator.kube import Kube
 from tests.cluster.build import CONTAINERD, RUNTIME, kubernetes_version, required_version
 from tests.cluster.node import NODE_IP, NODE_NAME
-from tests.support.kube_report import namespace_report
+from tests.support.kube_report import namespace_report, node_lines
 
 pytestmark = pytest.mark.kube
 
@@ -67,6 +67,8 @@ def test_node_is_ready_with_the_control_planes_release(node, kubectl):
     containerd = required_version(CONTAINERD, RUNTIME).removeprefix("v")
     assert info["status"]["nodeInfo"]["containerRuntimeVersion"] == f"containerd://{containerd}"
     assert {"type": "InternalIP", "address": NODE_IP} in info["status"]["addresses"]
+    # What a timed-out pod's report says of the node: here, nothing amiss (no pressure, no taint).
+    assert node_lines({"items": [info]}) == [f"node {NODE_NAME}: unhealthy conditions none, taints none"]
 
 
 def test_pods_resolve_each_other_reach_the_apiserver_and_a_nodeport(node, node_image, kubectl, namespace, api):
