@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from soperator.reconcile.accounting import diagnose
+from soperator.reconcile.accounting import FAILED_TRIES, diagnose
 from tests.support.accounting import accounted_box
 from tests.support.wait import until
 
@@ -173,8 +173,13 @@ def test_why_slurmdbd_cannot_start_is_named(accounted, change, reason, words):
     _run(box, "sh", "-c", f"rm -rf {conf} && cp -a /etc/slurm {conf} && sed -i -e '{change}' "
                           f"-e 's/^DbdPort=.*/DbdPort=6829/' -e 's|^PidFile=.*|PidFile={conf}/pid|' "
                           f"{conf}/slurmdbd.conf && chown slurm {conf}/slurmdbd.conf && chmod 600 {conf}/slurmdbd.conf")
-    proc = box.run("timeout", "25", "slurmdbd", "-D", env={"SLURM_CONF": f"{conf}/slurm.conf"}, timeout=45)
-    assert proc.returncode == 124, (proc.returncode, proc.stderr[-2000:])  # still retrying, never listening
+    # Watched until it has failed as often as the operator's diagnosis wants (at most 25 s), then asked
+    # whether it still runs (retrying, never listening), then stopped.
+    failed = f"[ $(grep -c 'mysql_real_connect failed' {conf}/err) -ge {FAILED_TRIES} ]"
+    watch = (f"slurmdbd -D 2> {conf}/err & pid=$!; for i in $(seq 250); do {failed} && break; sleep 0.1; done; "
+             f"kill -0 $pid && echo running; kill $pid; wait $pid; cat {conf}/err >&2")
+    proc = box.run("sh", "-c", watch, env={"SLURM_CONF": f"{conf}/slurm.conf"}, timeout=45)
+    assert proc.stdout.strip() == "running", (proc.stdout, proc.stderr[-2000:])
     found = diagnose(proc.stderr)
     assert found and found[0] == reason and words in found[1], (found, proc.stderr[-2000:])
 
