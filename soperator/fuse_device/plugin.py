@@ -79,15 +79,19 @@ class _Servicer:
         return api.PreStartContainerResponse()
 
 
+def _serialize(message) -> bytes:
+    return message.SerializeToString()
+
+
 def _handler(servicer: _Servicer) -> grpc.GenericRpcHandler:
     def unary(method, request_type):
         return grpc.unary_unary_rpc_method_handler(method, request_deserializer=request_type.FromString,
-                                                   response_serializer=lambda m: m.SerializeToString())
+                                                   response_serializer=_serialize)
     return grpc.method_handlers_generic_handler(api.PLUGIN_SERVICE, {
         "GetDevicePluginOptions": unary(servicer.options, api.Empty),
         "ListAndWatch": grpc.unary_stream_rpc_method_handler(
             servicer.list_and_watch, request_deserializer=api.Empty.FromString,
-            response_serializer=lambda m: m.SerializeToString()),
+            response_serializer=_serialize),
         "Allocate": unary(servicer.allocate, api.AllocateRequest),
         "PreStartContainer": unary(servicer.pre_start, api.PreStartContainerRequest),
     })
@@ -106,7 +110,7 @@ def serve(config: PluginConfig, stopping: threading.Event) -> grpc.Server:
 
 def register(config: PluginConfig, timeout: float = 10.0) -> None:
     with grpc.insecure_channel(f"unix://{os.path.join(config.plugin_dir, KUBELET_SOCKET)}") as channel:
-        call = channel.unary_unary(api.REGISTRATION, request_serializer=lambda m: m.SerializeToString(),
+        call = channel.unary_unary(api.REGISTRATION, request_serializer=_serialize,
                                    response_deserializer=api.Empty.FromString)
         call(api.RegisterRequest(version=api.VERSION, endpoint=SOCKET_NAME, resource_name=FUSE_RESOURCE,
                                  options=api.DevicePluginOptions()), timeout=timeout)

@@ -14,6 +14,7 @@ import os
 import stat
 import subprocess
 
+from . import private_file
 from .layout import BIND_DN_FILE, BIND_PASSWORD_FILE, PATHS
 from .mounts import bind, mount_points, run_mount
 from .supervise import Supervisor, log, wait_for_path
@@ -83,15 +84,7 @@ def sssd_conf(given: str, enumerate_users: bool) -> str:
 def write_private(path: str, text: str) -> None:
     """Root's, 0600 from its first byte (sssd refuses any other mode), swapped in whole."""
     os.makedirs(os.path.dirname(path), mode=0o711, exist_ok=True)
-    tmp = f"{path}.new"
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    private_file.write_private(path, text.encode())
 
 
 def prepare_state(root: str = PATHS.sss_state) -> None:

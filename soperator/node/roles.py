@@ -25,6 +25,7 @@ from .mounts import (CONTAINER_RUNTIME, CONTAINERS, LOGIN, USER_DIRS, WORKER, bi
                      mount_private_proc, use_jail_accounts)
 from .names import wait_for_names
 from .placement import registration_conf, wait_for_place
+from .private_file import write_private
 from .reconfigure import ConfigWatch
 from .scontrol import scontrol
 from .supervise import Supervisor, log, wait_for_path
@@ -51,16 +52,8 @@ def install_key(given: str, path: str, owner: str, mode: int = 0o400) -> None:
         key = fh.read()
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     shutil.chown(os.path.dirname(path), owner, owner)
-    if os.path.lexists(path):
-        os.unlink(path)
-    # Created with its final mode and owner before the first byte: never readable by anyone else.
     account = pwd.getpwnam(owner)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        os.fchown(fd, account.pw_uid, account.pw_gid)
-        os.write(fd, key)
-    finally:
-        os.close(fd)
+    write_private(path, key, mode, (account.pw_uid, account.pw_gid))
 
 
 def install_munge_key() -> None:
@@ -297,10 +290,7 @@ def install_root_keys() -> None:
         return
     with open(PATHS.root_keys_given, "rb") as src:
         keys = src.read()
-    fd = os.open(PATHS.root_authorized_keys + ".new", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as dst:
-        dst.write(keys)
-    os.replace(PATHS.root_authorized_keys + ".new", PATHS.root_authorized_keys)
+    write_private(PATHS.root_authorized_keys, keys)
 
 
 def login(sup: Supervisor) -> None:
