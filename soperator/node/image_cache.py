@@ -36,13 +36,13 @@ from collections import Counter
 
 from .image_ref import DIGEST, BadReference, ImageRef, parse
 from .image_store import Full, ImageStore, TooLarge, human, sha256_of_file
-from .layout import ENV, PATHS
+from .layout import ENV, IMAGE_IMPORTS_AT_ONCE, PATHS
 from .supervise import log
 
 DIGEST_TIMEOUT = 120
 IMPORT_TIMEOUT = 3 * 3600
 REQUEST_SECONDS = 10
-PER_USER, DIGESTS, IMPORTS = 8, 4, 2
+PER_USER, DIGESTS, IMPORTS = 8, 4, IMAGE_IMPORTS_AT_ONCE
 # How a full volume shows in what enroot runs (tar, mksquashfs, curl, GNU parallel)...
 NO_SPACE = ("No space left on device", "Disk quota exceeded", "Is the disk full?", "Failure writing output")
 # ... or in the volume itself, the failed import still on it: less free than this share of it.
@@ -226,6 +226,15 @@ class Server(socketserver.ThreadingUnixStreamServer):
         log(f"image cache: a connection failed: {sys.exc_info()[1]!r}")
 
 
+def import_env(environ) -> dict[str, str]:
+    """enroot's environment for the imports; mksquashfs's options from the pod's (the node set's own
+    with their caches bounded: layout.IMAGE_IMPORT_SQUASH_MIB) override those of its enroot.conf."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    if environ.get(ENV.image_import_squash_options):
+        env["ENROOT_SQUASH_OPTIONS"] = environ[ENV.image_import_squash_options]
+    return env
+
+
 def serve(socket_path: str = PATHS.image_cache_socket) -> int:
     limit = int(os.environ[ENV.image_cache_bytes])
     store = ImageStore(PATHS.image_cache, PATHS.image_cache_work, limit)
@@ -234,11 +243,12 @@ def serve(socket_path: str = PATHS.image_cache_socket) -> int:
         log(f"image cache: dropped what a previous container left: {', '.join(dropped)}")
     if os.path.exists(socket_path):
         os.unlink(socket_path)
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    env = import_env(os.environ)
     server = Server(socket_path, Cache(store, env))
     os.chmod(socket_path, 0o666)  # every user's importer asks; who asked is read from the socket
     log(f"image cache: serving {socket_path}; {len(store.entries())} images, {human(store.usage())} of "
-        f"{human(limit)} in {PATHS.image_cache}")
+        f"{human(limit)} in {PATHS.image_cache}; imports' mksquashfs options: "
+        f"{env.get('ENROOT_SQUASH_OPTIONS', 'the node set enroot.conf')}")
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     server.serve_forever()
     return 0

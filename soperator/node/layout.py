@@ -68,6 +68,13 @@ EVICTABLE_LABEL = "slurm.soperator.dev/evictable"
 FUSE_RESOURCE = "soperator.dev/fuse"
 FUSE_DEVICE = "/dev/fuse"  # the same path on the node and in the container
 
+# The image cache's imports (image_cache.py): so many at once, each one's mksquashfs caches held to so
+# many MiB. Left to itself mksquashfs sizes them from the node's memory (a quarter: 6,026 MB in a 512
+# MiB container here), not the pod's; a worker's memory limit is its jobs' RealMemory and little more,
+# so an import could take the pod to its limit, where the OOM killer may pick a job.
+IMAGE_IMPORTS_AT_ONCE = 2
+IMAGE_IMPORT_SQUASH_MIB = 128
+
 # Annotations reconcile reads back from what render wrote.
 # A digest of the files a pod reads once at start: a change rolls the pods (login's sshd_config).
 CONFIG_HASH_ANNOTATION = "slurm.soperator.dev/config-hash"
@@ -144,6 +151,8 @@ class ENV:
     enroot_conf = "SOPERATOR_ENROOT_CONF"
     # The node set's image cache limit in bytes (pyxis.imageCache.size); unset: no cache.
     image_cache_bytes = "SOPERATOR_IMAGE_CACHE_BYTES"
+    # mksquashfs's options for the image cache's imports: the node set's, their caches bounded.
+    image_import_squash_options = "SOPERATOR_IMAGE_IMPORT_SQUASH_OPTIONS"
     allow_user_namespaces = "SOPERATOR_ALLOW_USER_NAMESPACES"
     max_user_processes = "SOPERATOR_MAX_USER_PROCESSES"
     # "true" when spec.login.sessionLimits sets a limit: the login node readies a cgroup per user.

@@ -7,7 +7,8 @@ from soperator.api.cluster import SlurmCluster
 from soperator.api.fields import quantity_value
 from soperator.api.slurm_config import uses_cgroups
 from soperator.api.spec import NodeSetSpec
-from soperator.node.layout import ENV, FUSE_RESOURCE, PATHS, PLACE_ANNOTATION, PLACEMENT_VOLUME, PORTS, WORKER
+from soperator.node.layout import (ENV, FUSE_RESOURCE, IMAGE_IMPORT_SQUASH_MIB, IMAGE_IMPORTS_AT_ONCE, PATHS,
+                                   PLACE_ANNOTATION, PLACEMENT_VOLUME, PORTS, WORKER)
 from soperator.render.common import Obj, object_name, resources, slurm_daemon_probes
 from soperator.render.configs import conf_server, enroot_conf, worker_node_conf
 from soperator.render.nodes import (NODE_CAPABILITIES, headless_service, jail_mount, jail_mounts,
@@ -20,6 +21,11 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # slurmd, munged and each step's slurmstepd (charged to the pod while Slurm's cgroups are off), in a
 # worker's default memory limit.
 DAEMONS_MIB = 512
+# An image cache import beside its mksquashfs (enroot's bash, curl, the decompressor, tar): added, for
+# each import that may run at once, where the node set has a cache.
+IMPORT_TOOLS_MIB = 64
+# mksquashfs's options where enroot.conf names none (enroot 4.1).
+ENROOT_SQUASH_DEFAULT = "-comp lzo -noD -exit-on-error"
 LOCAL_VOLUME = "local"
 AFFINITY_CAPABILITY = "SYS_NICE"
 IMPORT_CAPABILITY = "MKNOD"
@@ -50,6 +56,7 @@ def _pyxis(cluster: SlurmCluster, node_set: NodeSetSpec) -> tuple[list[Obj], lis
     env = [{"name": ENV.enroot_conf, "value": enroot_conf(cluster, node_set)}]
     if pyxis.image_cache.enabled:
         env.append({"name": ENV.image_cache_bytes, "value": str(pyxis.image_cache_bytes)})
+        env.append({"name": ENV.image_import_squash_options, "value": import_squash_options(node_set)})
     mounts = [{"name": "enroot", "mountPath": PATHS.enroot_runtime}]
     volumes = [{"name": "enroot", "emptyDir": {"sizeLimit": pyxis.storage_size}}]
     if pyxis.registry_credentials_secret:
@@ -81,17 +88,33 @@ def _cgroups_env(cluster: SlurmCluster) -> list[Obj]:
             {"name": ENV.node_name, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
 
 
+def import_squash_options(node_set: NodeSetSpec) -> str:
+    """mksquashfs's options for the image cache's imports: the node set's, with the caches bounded
+    (layout.IMAGE_IMPORT_SQUASH_MIB) unless its own options size them already."""
+    given = node_set.pyxis.enroot_config.get("ENROOT_SQUASH_OPTIONS", ENROOT_SQUASH_DEFAULT)
+    if any(option in ("-mem", "-mem-percent") for option in given.split()):
+        return given
+    return f"{given} -mem {IMAGE_IMPORT_SQUASH_MIB}M"
+
+
+def imports_mib(node_set: NodeSetSpec) -> int:
+    """What the image cache's imports may use at once (none without a cache)."""
+    if not (node_set.pyxis.enabled and node_set.pyxis.image_cache.enabled):
+        return 0
+    return IMAGE_IMPORTS_AT_ONCE * (IMAGE_IMPORT_SQUASH_MIB + IMPORT_TOOLS_MIB)
+
+
 def worker_limits(node_set: NodeSetSpec) -> dict[str, str]:
     """The GPUs, and a memory limit where the node set names none: the RealMemory Slurm fills with
-    jobs, the pod's /dev/shm (memory too) and the daemons beside them. Without it a worker could take
-    the whole node's memory, other pods' included; with it, the memory request defaults to the same,
-    so the scheduler places the pod where that much is free."""
+    jobs, the pod's /dev/shm (memory too), the daemons beside them and the image cache's imports.
+    Without it a worker could take the whole node's memory, other pods' included; with it, the memory
+    request defaults to the same, so the scheduler places the pod where that much is free."""
     def mib(quantity: str) -> int:
         return math.ceil(quantity_value(quantity) / 2**20)
 
     limits = {GPU_RESOURCE: str(node_set.gpus)} if node_set.gpus else {}
     if "memory" not in node_set.resources.limits:
-        needed = node_set.real_memory_mib + mib(node_set.shared_memory_size) + DAEMONS_MIB
+        needed = node_set.real_memory_mib + mib(node_set.shared_memory_size) + DAEMONS_MIB + imports_mib(node_set)
         request = node_set.resources.requests.get("memory")
         limits["memory"] = f"{max(needed, mib(request)) if request is not None else needed}Mi"
     return limits

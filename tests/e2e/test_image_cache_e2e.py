@@ -105,6 +105,9 @@ def test_two_users_share_one_import_and_a_changed_entry_is_imported_again(cluste
     assert len([line for line in log if " imported in " in line]) == 1, log
     assert len([line for line in log if line.endswith(": cached")]) == 1, log
     assert {re.search(r"for (\w+)", line)[1] for line in log if " for " in line} == {"alice", "bob"}, log
+    # The import above ran with its mksquashfs caches bounded, as the pod says (render/worker.py).
+    assert any(line.endswith("imports' mksquashfs options: -comp lzo -noD -exit-on-error -mem 128M")
+               for line in log), log
     # One file, root's, read-only, one link; neither user's enroot directories hold any of it.
     files = cached_files(cluster, "e2e-box-0")
     assert len(files) == 1 and files[0].split()[:3] == ["0", "444", "1"], files

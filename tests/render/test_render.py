@@ -331,6 +331,23 @@ def test_pyxis_workers_get_an_image_cache_of_the_size_the_spec_gives_unless_it_i
     assert "MKNOD" in caps["gpu"] and "MKNOD" not in caps["off"]
 
 
+def test_image_cache_imports_hold_mksquashfs_caches_and_their_worker_has_room_for_them():
+    sets = [{"name": "plain"},
+            {"name": "cached", "pyxis": {"enabled": True}},  # the cache is on by default
+            {"name": "zstd", "pyxis": {"enabled": True, "enrootConfig": {"ENROOT_SQUASH_OPTIONS": "-comp zstd"}}},
+            {"name": "sized", "pyxis": {"enabled": True, "enrootConfig": {"ENROOT_SQUASH_OPTIONS": "-mem 2G"}}},
+            {"name": "off", "pyxis": {"enabled": True, "imageCache": {"enabled": False}}}]
+    objects = _by_kind_name(render_all(make_cluster(nodeSets=sets), None))
+    containers = {s["name"]: objects[("StatefulSet", f"demo-{s['name']}")]["spec"]["template"]["spec"]["containers"][0]
+                  for s in sets}
+    options = {name: next((e["value"] for e in c["env"] if e["name"] == "SOPERATOR_IMAGE_IMPORT_SQUASH_OPTIONS"), None)
+               for name, c in containers.items()}
+    assert options == {"plain": None, "cached": "-comp lzo -noD -exit-on-error -mem 128M",
+                       "zstd": "-comp zstd -mem 128M", "sized": "-mem 2G", "off": None}
+    memory = {name: int(c["resources"]["limits"]["memory"].removesuffix("Mi")) for name, c in containers.items()}
+    assert memory["off"] == memory["plain"] and memory["cached"] == memory["plain"] + 2 * (128 + 64)
+
+
 def test_an_image_cache_larger_than_its_volume_is_refused_naming_the_field():
     with pytest.raises(SpecError) as refused:
         make_cluster(nodeSets=[{"name": "gpu", "pyxis": {"enabled": True, "storageSize": "10Gi",
