@@ -248,7 +248,7 @@ def serve(socket_path: str = PATHS.image_cache_socket) -> int:
     os.chmod(socket_path, 0o666)  # every user's importer asks; who asked is read from the socket
     log(f"image cache: serving {socket_path}; {len(store.entries())} images, {human(store.usage())} of "
         f"{human(limit)} in {PATHS.image_cache}; imports' mksquashfs options: "
-        f"{env.get('ENROOT_SQUASH_OPTIONS', 'the node set enroot.conf')}")
+        f"{env.get('ENROOT_SQUASH_OPTIONS', 'those of the enroot.conf')}")
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     server.serve_forever()
     return 0

@@ -73,7 +73,7 @@ def writes_only_to(work: str, fresh_proc: bool = False) -> int:
             flags |= KEPT_FLAGS.get(option, 0)
         if point == work:  # a bind of a read-only mount starts read-only
             _mount(None, point, flags)
-        elif not point.startswith(work + "/") and "ro" not in mount.options:
+        elif not point.startswith(work + "/") and not mount.read_only:
             _mount(None, point, flags | MS_RDONLY)
             done += 1
     return done
