@@ -122,6 +122,21 @@ def cmd_fuse_device_plugin(args: argparse.Namespace) -> int:
     return run_until_signalled(PluginConfig(args.plugin_dir, args.host_device, args.devices))
 
 
+def cmd_cgroup_delegate(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import threading
+
+    from soperator.cgroup_delegate.agent import run
+    from soperator.kube import Kube
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    return run(Kube.from_environment(), args.node_name, args.cgroup_root, args.proc_root, stop)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import logging
 
@@ -174,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     fuse.add_argument("--host-device", required=True, help="where the node's /dev/fuse is seen here (health)")
     fuse.add_argument("--devices", type=int, default=64, help="pods per node that may hold it at once")
     fuse.set_defaults(func=cmd_fuse_device_plugin)
+    delegate = sub.add_parser("cgroup-delegate", help="give user-namespaced workers on this node their own "
+                              "cgroups (the operator chart's DaemonSet)")
+    delegate.add_argument("--node-name", required=True, help="this Kubernetes node (the pod's spec.nodeName)")
+    delegate.add_argument("--cgroup-root", required=True, help="where the node's /sys/fs/cgroup is seen here")
+    delegate.add_argument("--proc-root", default="/proc", help="the node's /proc (the pod shares its PID namespace)")
+    delegate.set_defaults(func=cmd_cgroup_delegate)
     run = sub.add_parser("run", help="run the operator (in-cluster service account, else kubeconfig)")
     run.add_argument("-n", "--namespace", action="append", help="watch only these namespaces")
     run.add_argument("--health-port", type=int, default=8081, help="liveness on /healthz; 0 disables")

@@ -14,7 +14,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
 
 FIELD_MANAGER = "soperator"
-_READS = ("get", "list")
+_READS = ("get", "list", "watch")
 # (connect, read) seconds for every call that sets none. The client's own default is to wait for
 # ever: one stalled answer (a pod's log the kubelet never sends, say) would hold a pass, and with it
 # the cluster's lock, so every later pass would wait behind it and the cluster's status freeze (as
@@ -87,6 +87,17 @@ class Kube:
         except ForbiddenError as exc:
             return f"not allowed to list nodes: {exc.summary()}"
         return {n["metadata"]["name"]: n for n in items}
+
+    def watch_pods(self, field_selector: str, label_selector: str, seconds: int):
+        """The pods' events, each (type, pod as a dict), for `seconds` (the server ends the watch, before
+        this client's read timeout); the first ones list every matching pod (ADDED)."""
+        from kubernetes import watch
+
+        self._count("watch", "Pod")
+        core = client.CoreV1Api(self.api_client)
+        for event in watch.Watch().stream(core.list_pod_for_all_namespaces, field_selector=field_selector,
+                                          label_selector=label_selector, timeout_seconds=seconds):
+            yield event["type"], event["raw_object"]
 
     def list_all(self, api_version: str, kind: str, namespaces: list[str]) -> list[dict]:
         """Every object of a kind in these namespaces, or cluster-wide when none are given."""

@@ -268,6 +268,11 @@ class Autoscale(ApiModel):
         return self
 
 
+HOST_USERS_DEVICES = ("hostUsers: false with gpus or gres: Slurm's device confinement needs the Kubernetes node's "
+                      "user namespace, so a job could open every device of its worker")
+HOST_USERS_PYXIS = "hostUsers: false with pyxis.enabled: container jobs in user-namespaced workers are not supported yet"
+
+
 class NodeSetSpec(ComponentBase):
     """A group of workers with the same hardware: its own StatefulSet, and a Slurm NodeSet and
     feature both named after it, which partitions span."""
@@ -284,7 +289,11 @@ class NodeSetSpec(ComponentBase):
          "gresFiles: every key must be one of gres's entries without its count (name or name:type)"),
         ("!has(self.autoscale) || !has(self.replicas) || (self.replicas <= self.autoscale.max && "
          "self.replicas >= (has(self.autoscale.min) ? self.autoscale.min : 0))",
-         "replicas: outside autoscale's min and max (autoscale sizes the node set; leave replicas out)")))
+         "replicas: outside autoscale's min and max (autoscale sizes the node set; leave replicas out)"),
+        ("!has(self.hostUsers) || self.hostUsers || ((!has(self.gpus) || self.gpus == 0) && "
+         "(!has(self.gres) || size(self.gres) == 0))", HOST_USERS_DEVICES),
+        ("!has(self.hostUsers) || self.hostUsers || !has(self.pyxis) || !has(self.pyxis.enabled) || "
+         "!self.pyxis.enabled", HOST_USERS_PYXIS)))
 
     name: NodeSetName
     # Not filled in by the apiserver (no schema default): an autoscaling node set leaves it out, and a
@@ -331,6 +340,23 @@ class NodeSetSpec(ComponentBase):
         "kubernetesNodeConditions is True: once its Slurm node is drained (its jobs done), the operator cordons "
         "that node and deletes the pod, which its StatefulSet makes again elsewhere; the cordon is lifted once "
         "the condition clears. Needs the operator chart's replaceUnhealthyWorkers (patch on nodes)")
+
+    host_users: bool = Field(
+        default=True, description="false: the workers run in a user namespace of their own (the pod's hostUsers), "
+        "so root in a job, a session or the worker is an unprivileged id on the Kubernetes node. Needs nodes that "
+        "run such pods (Kubernetes 1.33+, containerd 2+, runc 1.2+, Linux 6.3+, the jail on a file system "
+        "that supports idmapped mounts: not NFS) and, with Slurm's cgroup plugins, the operator chart's "
+        "cgroupDelegate; no gpus or gres, no Pyxis (docs/security.md)")
+
+    @model_validator(mode="after")
+    def _user_namespace_fits(self) -> "NodeSetSpec":
+        if self.host_users:
+            return self
+        if self.gpus or self.gres:
+            raise AtField(("hostUsers",), HOST_USERS_DEVICES.split(": ", 1)[1])
+        if self.pyxis.enabled:
+            raise AtField(("hostUsers",), HOST_USERS_PYXIS.split(": ", 1)[1])
+        return self
 
     @model_validator(mode="after")
     def _replicas_within_autoscale(self) -> "NodeSetSpec":

@@ -23,6 +23,7 @@ out of sight under v2's namespace, and capping every child under v1's hierarchic
 from __future__ import annotations
 
 import os
+import time
 from typing import Callable
 
 from .mounts import Mount, MountError, parse_mountinfo, run_mount
@@ -40,8 +41,36 @@ KNOWN_V1_CONTROLLERS = frozenset({"cpu", "cpuacct", "cpuset", "memory", "devices
                                   "net_prio", "blkio", "perf_event", "hugetlb", "pids", "rdma", "misc"})
 
 
+# How long a user-namespaced worker waits for its cgroups to be handed to it (soperator/cgroup_delegate:
+# the delegate sees the container once the kubelet reports it running).
+DELEGATION_SECONDS = 120.0
+
+
 class CgroupError(RuntimeError):
     pass
+
+
+def in_user_namespace(uid_map: str) -> bool:
+    """Whether /proc/self/uid_map is a pod's range, not the node's identity map."""
+    return uid_map.split() != ["0", "0", "4294967295"]
+
+
+def await_delegation(node: str, points: list[str], seconds: float = DELEGATION_SECONDS,
+                     sleep: Callable[[float], None] = time.sleep) -> None:
+    """In a user namespace the container's cgroups belong to the node's root (shown here as the
+    overflow id) until they are delegated to this namespace's root: wait for that."""
+    deadline = time.monotonic() + seconds
+    while True:
+        foreign = [p for p in points if os.stat(p).st_uid != 0]
+        if not foreign:
+            return
+        if time.monotonic() >= deadline:
+            raise CgroupError(
+                f"node {node}: this worker runs in a user namespace (hostUsers: false) and its cgroups "
+                f"({foreign[0]}) were not delegated to it within {seconds:.0f} s: the node needs the operator "
+                "chart's cgroupDelegate DaemonSet, or a runtime that delegates them (the systemd cgroup driver "
+                "with containerd's cgroup_writable, on cgroup v2)")
+        sleep(1.0)
 
 
 def own_cgroups(proc_cgroup: str) -> dict[str, str]:
@@ -98,25 +127,31 @@ def check_own_v2(node: str, root: Mount, own: dict[str, str]) -> None:
                           "node's cgroups")
 
 
-def _prepare_v2(node: str, root: Mount, own: dict[str, str]) -> str:
+def _prepare_v2(node: str, root: Mount, own: dict[str, str], delegated: bool) -> str:
     check_own_v2(node, root, own)
+    if delegated:
+        await_delegation(node, [CGROUP_ROOT])
     make_writable(node, [root], [CGROUP_ROOT], "Slurm's cgroup plugin")
-    # A cgroup made and removed: what Slurm does next, proven before it starts.
-    probe = f"{CGROUP_ROOT}/soperator-probe"
-    try:
-        os.mkdir(probe)
-        os.rmdir(probe)
-    except OSError as exc:
-        raise CgroupError(f"node {node}: cannot make a cgroup under the container's own ({exc.strerror}): it is "
-                          "not delegated to the container (cgroup/v2)") from exc
+    probe_child(node, CGROUP_ROOT, "cgroup/v2")
     missing = missing_controllers(read(f"{CGROUP_ROOT}/cgroup.controllers"))
     if missing:
         raise CgroupError(f"node {node}: the container's cgroup lacks the controllers {', '.join(missing)} "
                           "that cgroup/v2's ConstrainCores and ConstrainRAMSpace need")
-    delegated = "nsdelegate" in root.super_options
+    nsdelegate = "nsdelegate" in root.super_options
     return (f"cgroup v2: {CGROUP_ROOT} writable for slurmd's cgroup/v2"
-            + ("" if delegated else " (the node mounts cgroup2 without nsdelegate: root in this container, "
+            + ("" if nsdelegate else " (the node mounts cgroup2 without nsdelegate: root in this container, "
                                     "not in its jobs, could write the pod's own limits)"))
+
+
+def probe_child(node: str, parent: str, plugin: str) -> None:
+    """A cgroup made and removed under `parent`: what Slurm does next, proven before it starts."""
+    probe = f"{parent}/soperator-probe"
+    try:
+        os.mkdir(probe)
+        os.rmdir(probe)
+    except OSError as exc:
+        raise CgroupError(f"node {node}: cannot make a cgroup under the container's own {parent} ({exc.strerror}): "
+                          f"it is not delegated to the container ({plugin})") from exc
 
 
 def own_v1_hierarchies(node: str, entries: list[Mount], own: dict[str, str], controllers: tuple[str, ...],
@@ -140,10 +175,15 @@ def make_writable(node: str, entries: list[Mount], points: list[str], user: str)
             _run_mount(node, f"{point} writable for {user}", "-o", "remount,bind,rw", point)
 
 
-def _prepare_v1(node: str, entries: list[Mount], root: Mount, own: dict[str, str]) -> str:
+def _prepare_v1(node: str, entries: list[Mount], root: Mount, own: dict[str, str], delegated: bool) -> str:
     hierarchies = own_v1_hierarchies(node, entries, own, V1_CONTROLLERS)
-    make_writable(node, entries, [CGROUP_ROOT, *sorted({hierarchies[c].point for c in V1_CONTROLLERS})],
-                  "Slurm's cgroup plugin")
+    points = sorted({hierarchies[c].point for c in V1_CONTROLLERS})
+    if delegated:
+        await_delegation(node, points)
+    make_writable(node, entries, [CGROUP_ROOT, *points], "Slurm's cgroup plugin")
+    if delegated:
+        for point in points:
+            probe_child(node, point, "cgroup/v1")
     if mounted_at(entries, V1_AUTODETECT) is None:
         os.makedirs(V1_AUTODETECT, exist_ok=True)
         _run_mount(node, f"{V1_AUTODETECT} for CgroupPlugin=autodetect", "--bind", hierarchies["freezer"].point,
@@ -174,8 +214,12 @@ def on_this_kernel(node: str, purpose: str, v2: Callable[[Mount, dict[str, str]]
                       f"({'nothing' if root is None else root.fstype} is mounted there)")
 
 
-def prepare_slurm_cgroups(node: str, mountinfo: str | None = None, proc_cgroup: str | None = None) -> str:
-    """Make this container's cgroups writable for slurmd; raises CgroupError naming the node and what
-    it lacks. Returns what was done, for the log."""
-    return on_this_kernel(node, "Slurm's cgroup plugins", lambda root, own: _prepare_v2(node, root, own),
-                          lambda entries, root, own: _prepare_v1(node, entries, root, own), mountinfo, proc_cgroup)
+def prepare_slurm_cgroups(node: str, mountinfo: str | None = None, proc_cgroup: str | None = None,
+                          uid_map: str | None = None) -> str:
+    """Make this container's cgroups writable for slurmd (in a user namespace: once they are delegated
+    to it); raises CgroupError naming the node and what it lacks. Returns what was done, for the log."""
+    delegated = in_user_namespace(uid_map if uid_map is not None else read("/proc/self/uid_map"))
+    done = on_this_kernel(node, "Slurm's cgroup plugins", lambda root, own: _prepare_v2(node, root, own, delegated),
+                          lambda entries, root, own: _prepare_v1(node, entries, root, own, delegated), mountinfo,
+                          proc_cgroup)
+    return done + (" (delegated to this user namespace's root)" if delegated else "")

@@ -135,6 +135,12 @@ def worker_security_context(cluster: SlurmCluster, node_set: NodeSetSpec) -> Obj
     pyxis = node_set.pyxis.enabled
     imports = pyxis and node_set.pyxis.image_cache.enabled
     context = node_security_context(NODE_CAPABILITIES + (AFFINITY_CAPABILITY,) * binds + (IMPORT_CAPABILITY,) * imports)
+    if not node_set.host_users:
+        # In a user namespace the kernel mounts no new procfs while the runtime's masks cover /proc, and
+        # the jail plugin mounts one for each step and session (and masks it itself). The worker's own
+        # root then sees /proc unmasked, with no power over what the masks hid: the node's sysctls,
+        # sysrq-trigger and kcore need capabilities in the node's user namespace, or its root's files.
+        context["procMount"] = "Unmasked"
     if pyxis:
         profile = node_set.pyxis.seccomp_profile
         context["seccompProfile"] = {"type": "Unconfined"} if profile.type == "Unconfined" else {
@@ -198,6 +204,8 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
     ]
     # Running steps get KillWait to stop before the pod is torn down.
     pod = node_pod(cluster, node_set, container, volumes, grace_seconds=spec.slurm_config.kill_wait + 30)
+    if not node_set.host_users:
+        pod["hostUsers"] = False
     # No config hash: a Slurm config change reaches slurmd by reconfigure, and scaling is registration.
     # sssd.conf's does: SSSD reads it once.
     return stateful_set(cluster, WORKER, replicas, pod, identity_annotations(cluster), claim_templates,

@@ -216,6 +216,31 @@ def test_fuse_device_plugin_daemon_set_serves_the_kubelets_plugin_dir_unprivileg
     assert not [n for n in names if n.endswith("fuse-device-plugin")]
 
 
+def test_cgroup_delegate_is_off_by_default_and_holds_only_chown_when_on(tools):
+    names = {d["metadata"]["name"] for d in render(tools, "slurm-operator")}
+    assert not [n for n in names if "cgroup-delegate" in n]
+    docs = render(tools, "slurm-operator", "--set", "cgroupDelegate.enabled=true")
+    daemon = next(d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"].endswith("cgroup-delegate"))
+    pod = daemon["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"] == ["cgroup-delegate", "--node-name=$(NODE_NAME)", "--cgroup-root=/host/cgroup",
+                                 "--proc-root=/proc"]
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"], "add": ["CHOWN"]}}
+    assert pod["hostPID"] is True and not pod.get("hostNetwork") and not container["securityContext"].get("privileged")
+    assert pod["volumes"] == [{"name": "host-cgroup", "hostPath": {"path": "/sys/fs/cgroup", "type": "Directory"}},
+                              {"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}]
+    role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("cgroup-delegate"))
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"].endswith("cgroup-delegate"))
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
+    operator = next(d for d in docs if d["kind"] == "Service")["spec"]["selector"]
+    assert not operator.items() <= daemon["spec"]["template"]["metadata"]["labels"].items()
+    proc = helm(tools, "template", "demo", str(CHARTS / "slurm-operator"), "--set", "cgroupDelegate.enabled=yes",
+                check=False)
+    assert proc.returncode != 0 and "cgroupDelegate.enabled" in proc.stderr, proc.stderr
+
+
 def test_images_by_digest(tools):
     """A digest pins what runs: no push to a tag changes it (security review #7)."""
     deploy = [d for d in render(tools, "slurm-operator", "--set", f"image.digest={DIGEST}")

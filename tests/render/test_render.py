@@ -193,6 +193,19 @@ def test_workers_bind_users_tasks_to_cpus_only_with_task_affinity(keys):
     assert "SYS_NICE" not in added("task/cgroup,task/affinity", "login")
 
 
+def test_only_a_node_set_without_host_users_runs_in_a_user_namespace_with_proc_unmasked(keys):
+    """The jail plugin mounts a procfs for each step, which a user namespace allows only where the
+    runtime's masks do not cover /proc (the plugin masks its own)."""
+    cluster = make_cluster(nodeSets=[{"name": "own", "hostUsers": False}, {"name": "shared"}])
+    objects = _by_kind_name(render_all(cluster, keys))
+    own = objects[("StatefulSet", "demo-own")]["spec"]["template"]["spec"]
+    shared = objects[("StatefulSet", "demo-shared")]["spec"]["template"]["spec"]
+    assert own["hostUsers"] is False and own["containers"][0]["securityContext"]["procMount"] == "Unmasked"
+    assert "hostUsers" not in shared and "procMount" not in shared["containers"][0]["securityContext"]
+    for name in ("demo-controller", "demo-login"):
+        assert "hostUsers" not in objects[("StatefulSet", name)]["spec"]["template"]["spec"]
+
+
 def test_a_pyxis_node_set_may_name_another_installed_profile_or_none():
     def profile(seccomp: dict) -> dict:
         node_set = NodeSetSpec.model_validate({"name": "b", "pyxis": {"enabled": True, "seccompProfile": seccomp}})
