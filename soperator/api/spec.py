@@ -343,7 +343,7 @@ class NodeSetSpec(ComponentBase):
 
     host_users: bool = Field(
         default=True, description="false: the workers run in a user namespace of their own (the pod's hostUsers), "
-        "so root in a job, a session or the worker is an unprivileged id on the Kubernetes node. Needs nodes that "
+        "so root in a job step or the worker is an unprivileged id on the Kubernetes node. Needs nodes that "
         "run such pods (Kubernetes 1.33+, containerd 2+, runc 1.2+, Linux 6.3+, the jail on a file system "
         "that supports idmapped mounts: not NFS) and, with Slurm's cgroup plugins, the operator chart's "
         "cgroupDelegate; no gpus or gres, no Pyxis (docs/security.md)")

@@ -9,11 +9,7 @@ The cluster runs the CR's Slurm defaults (proctrack/cgroup, task/cgroup,task/aff
 ConstrainRAMSpace, ConstrainDevices) on unprivileged workers, and jobs are confined on both kernels:
 over its memory a job ends OUT_OF_MEMORY while its neighbour runs on, a task runs on its allocated
 CPUs only, and a job opens a gres's device file only when it was given that gres. A login node's
-per-user cgroup tree works on cgroup v2 too (last: it adds a cgroup tree to the VM worker's).
-
-A third node set, `userns`, runs its worker on the host in a user namespace (`hostUsers: false`): the
-operator chart's cgroup delegate hands the worker its own cgroups, and its jobs are confined as the
-others' are, while root in a job there is an unprivileged id on the node."""
+per-user cgroup tree works on cgroup v2 too (last: it adds a cgroup tree to the VM worker's)."""
 from __future__ import annotations
 
 import json
@@ -35,7 +31,7 @@ from tests.support.wait import until
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 IMAGES = ("controller", "worker", "login", "populate-jail", "operator", "database")
 NAME = "two"
-HOST_WORKER, VM_WORKER, USERNS_WORKER = f"{NAME}-worker-0", f"{NAME}-emulated-0", f"{NAME}-userns-0"
+HOST_WORKER, VM_WORKER = f"{NAME}-worker-0", f"{NAME}-emulated-0"
 # The CR's own Slurm defaults (the quick start's too), named here so that the test holds them.
 CR_DEFAULTS = {"proctrackType": "proctrack/cgroup", "taskPlugin": "task/cgroup,task/affinity"}
 # A harmless device as the test gres's file: a job that was not given the gres cannot open it.
@@ -79,10 +75,9 @@ def cluster(two_nodes, local_cluster, tools, kubectl, crd_installed, namespace, 
     values.write_text(json.dumps({"spec": {"slurmConfig": CR_DEFAULTS, "topology": {"tree": {"levels": [LEAF]}}, "nodeSets": [
         {"name": "worker", "replicas": 1, "cpus": 2, **TEST_GRES},
         {"name": "emulated", "replicas": 1, "cpus": 2, **TEST_GRES,
-         "scheduling": {"nodeSelector": {"kubernetes.io/hostname": VM_NAME}, "tolerations": [TOLERATION]}},
-        {"name": "userns", "replicas": 1, "cpus": 2, "hostUsers": False}]}}))
+         "scheduling": {"nodeSelector": {"kubernetes.io/hostname": VM_NAME}, "tolerations": [TOLERATION]}}]}}))
     quickstart = quickstart_up(local_cluster, tools, namespace, NAME, key_file, "--timeout", "1200", "--nodes", "2",
-                               "--values", str(values), "--set-operator", "cgroupDelegate.enabled=true", timeout=1500)
+                               "--values", str(values), timeout=1500)
     state = kubectl("-n", namespace, "get", "slurmcluster,pods,jobs,statefulsets,pvc", "-o", "wide").stdout
     assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
     port = int(kubectl("-n", namespace, "get", "service", f"{NAME}-login", "-o",
@@ -132,9 +127,8 @@ def test_each_worker_registered_at_its_kubernetes_nodes_place(cluster, kubectl, 
     for line in login.run("scontrol -o show topology").splitlines():
         fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
         switches[fields.get("SwitchName")] = fields.get("Nodes")
-    assert set(switches["host-leaf"].split(",")) == {HOST_WORKER, USERNS_WORKER}, switches
-    assert switches["vm-leaf"] == VM_WORKER, switches
-    for worker, host in ((HOST_WORKER, NODE_NAME), (USERNS_WORKER, NODE_NAME), (VM_WORKER, VM_NAME)):
+    assert switches["host-leaf"] == HOST_WORKER and switches["vm-leaf"] == VM_WORKER, switches
+    for worker, host in ((HOST_WORKER, NODE_NAME), (VM_WORKER, VM_NAME)):
         log = kubectl("-n", namespace, "logs", worker, "-c", "slurmd").stdout
         assert f"topology: registering at default:_root:{LEAVES[host]}" in log, log[-3000:]
     events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
@@ -147,7 +141,7 @@ def _job_state(login: Login, job: str) -> str:
     return out.split("JobState=", 1)[1].split()[0]
 
 
-@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER, USERNS_WORKER])
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
 def test_a_job_over_its_memory_ends_out_of_memory_and_its_neighbour_runs_on(cluster, worker):
     login = cluster
     neighbour = login.run(f"sbatch --parsable -w {worker} --mem=100M --wrap 'sleep 600'").strip()
@@ -163,7 +157,7 @@ def test_a_job_over_its_memory_ends_out_of_memory_and_its_neighbour_runs_on(clus
         login.run(f"scancel {neighbour}")
 
 
-@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER, USERNS_WORKER])
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
 @pytest.mark.parametrize("user", ["root", "carol"])
 def test_a_task_runs_on_its_allocated_cpus_only(cluster, worker, user):
     """Also a user's: slurmstepd binds a task that already runs as the job's user (CAP_SYS_NICE; without
@@ -189,10 +183,9 @@ def test_a_job_opens_a_gres_device_only_when_given_the_gres(cluster, worker):
 # Each kernel's memory limit file of the task's own cgroup.
 LIMIT_FILES = {VM_WORKER: "/sys/fs/cgroup$(grep ^0:: /proc/self/cgroup | cut -d: -f3)/memory.max",
                HOST_WORKER: "/sys/fs/cgroup/memory$(grep :memory: /proc/self/cgroup | cut -d: -f3)/memory.limit_in_bytes"}
-LIMIT_FILES[USERNS_WORKER] = LIMIT_FILES[HOST_WORKER]
 
 
-@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER, USERNS_WORKER])
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
 def test_root_in_a_job_cannot_raise_its_memory_limit(cluster, worker):
     """slurmstepd writes the job's cgroups; root's task sees them read-only (a mount namespace of its
     own, spank_chroot/cgroup_view.c). The file exists: the job's own cgroup, under the worker's mount."""
@@ -202,38 +195,6 @@ def test_root_in_a_job_cannot_raise_its_memory_limit(cluster, worker):
     out = login.run(f"srun -w {worker} --mem=100M sh -c '[ -f {limit} ] && echo present; "
                     f"(echo 999999999999 > {limit}) 2>&1; true'")
     assert out.startswith("present\n") and "Read-only file system" in out, out
-
-
-def _host_uid(pid: int) -> int:
-    status = open(f"/proc/{pid}/status").read()
-    return int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
-
-
-def test_root_on_the_user_namespaced_worker_is_an_unprivileged_id_on_the_node(cluster, node, kubectl, namespace):
-    """hostUsers: false. The worker's ids 0-65535 are a range of host ids the kubelet chose, above every
-    host user's: root's job step there is root in the jail only, and cannot write the node's kernel
-    interfaces (its procfs is the jail plugin's, masked by it; the pod's own /proc is unmasked). The
-    cgroup delegate handed the worker its cgroups, and the worker started slurmd on them."""
-    login = cluster
-    out = login.run(f"srun -w {USERNS_WORKER} sh -c 'id -u; cat /proc/self/uid_map; "
-                    "[ -w /proc/sys/kernel/core_pattern ] && echo core-pattern-writable; "
-                    "(echo h > /proc/sysrq-trigger) 2>&1; true'")
-    lines = out.splitlines()
-    assert lines[0] == "0", out
-    inside, first_host, length = (int(v) for v in lines[1].split())
-    assert inside == 0 and length == 65536 and first_host >= 65536, out
-    assert "core-pattern-writable" not in out and "sysrq-trigger" in lines[2], out
-    pod = json.loads(kubectl("-n", namespace, "get", "pod", USERNS_WORKER, "-o", "json").stdout)
-    assert pod["spec"]["hostUsers"] is False
-    slurmd = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "slurmd")
-    assert _host_uid(node.task_pid(slurmd["containerID"])) == first_host  # slurmd, seen from the node
-    log = kubectl("-n", namespace, "logs", USERNS_WORKER, "-c", "slurmd").stdout
-    assert "delegated to this user namespace's root" in log, log[-3000:]
-    on_host = kubectl("-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=soperator-cgroup-delegate",
-                      "--field-selector", f"spec.nodeName={NODE_NAME}", "-o", "name").stdout.split()
-    delegate = kubectl("-n", namespace, "logs", *on_host).stdout
-    assert f"{namespace}/{USERNS_WORKER} (container {slurmd['containerID'].split('://')[1][:12]}): cgroups " \
-           f"delegated to uid {first_host} gid {first_host}" in delegate, delegate
 
 
 # The login node's per-user cgroup tree (soperator/node/session_limits.py) in the VM worker's container:

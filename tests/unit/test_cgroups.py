@@ -131,3 +131,11 @@ def test_login_ready_names_a_login_node_that_cannot_ready_its_users_cgroups():
     cond = ready_condition("Login", 0, 1, [_pod("c-login-0", refused)])
     assert (cond.type, cond.ok, cond.reason) == ("LoginReady", False, "CgroupsUnavailable")
     assert cond.message == "0/1 ready; c-login-0: node k1: the login container's cgroup lacks the controllers cpu"
+
+
+def test_a_user_namespaced_worker_on_cgroup_v1_refuses_slurms_cgroups_naming_the_kernels_rule():
+    """v1 lets only the node's root move another user's task between cgroups; slurmstepd in a user
+    namespace never is, so a user's every step would fail: refused before slurmd starts."""
+    with pytest.raises(CgroupError, match=r"node node-a: .*user namespace.*cgroup v1.*only the node's root.*"
+                                          r"cgroup v2"):
+        prepare_slurm_cgroups("node-a", mountinfo=V1, proc_cgroup=V1_OWN, uid_map="         0     165536      65536")

@@ -1,0 +1,95 @@
+"""Workers in a user namespace of their own (`nodeSets[].hostUsers: false`) on the test node, through
+the quick start: the kubelet maps the pod's ids onto a range of node ids above every host user's, so
+root in a job step there is root in the jail only. This node mounts cgroup v1, where a user-namespaced
+worker cannot confine another user's tasks (soperator/node/cgroups.py refuses it, unit-tested): the
+cluster runs without Slurm's cgroup plugins."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import paramiko
+import pytest
+
+from images.build import build_all, image_ref
+from tests.cluster.node import NODE_IP
+from tests.kube.conftest import adopt_crd
+from tests.support.quickstart_run import quickstart_up
+from tests.support.ssh_session import Login
+
+pytestmark = [pytest.mark.kube, pytest.mark.e2e]
+IMAGES = ("controller", "worker", "login", "populate-jail", "operator")
+NAME = "own"
+WORKER = f"{NAME}-userns-0"
+NO_CGROUPS = {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/affinity"}
+
+
+@pytest.fixture(scope="module")
+def namespace(kubectl):
+    """One namespace for the module's cluster (the conftest's is per test)."""
+    kubectl("create", "namespace", "user-namespaced")
+    yield "user-namespaced"
+    kubectl("delete", "namespace", "user-namespaced", "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def cluster(local_cluster, node, tools, kubectl, crd_installed, namespace, tmp_path_factory):
+    """The quick start with one user-namespaced worker; yields root's ssh session on the login node."""
+    build_all()
+    node.import_images([image_ref(name) for name in IMAGES])
+    adopt_crd(kubectl, "soperator", namespace)
+    work = tmp_path_factory.mktemp("user-namespaced")
+    key_file = work / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
+    values = work / "values.json"
+    values.write_text(json.dumps({"spec": {"slurmConfig": NO_CGROUPS, "nodeSets": [
+        {"name": "userns", "replicas": 1, "hostUsers": False}]}}))
+    quickstart = quickstart_up(local_cluster, tools, namespace, NAME, key_file, "--timeout", "600",
+                               "--values", str(values), timeout=900)
+    state = kubectl("-n", namespace, "get", "slurmcluster,pods,jobs,statefulsets,pvc", "-o", "wide").stdout
+    assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
+    port = int(kubectl("-n", namespace, "get", "service", f"{NAME}-login", "-o",
+                       "jsonpath={.spec.ports[0].nodePort}").stdout)
+    login = Login(NODE_IP, port, paramiko.Ed25519Key.from_private_key_file(str(key_file)), timeout=300)
+    yield login
+    login.close()
+    subprocess.run([str(tools["helm"]), "--kubeconfig", str(local_cluster.plane.kubeconfig), "-n", namespace,
+                    "uninstall", NAME, f"{NAME}-storage", "soperator", "--wait", "--timeout", "300s"], check=True,
+                   capture_output=True)
+
+
+def _host_uid(pid: int) -> int:
+    status = open(f"/proc/{pid}/status").read()
+    return int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+
+
+def test_root_in_a_job_step_is_an_unprivileged_id_on_the_node(cluster, node, kubectl, namespace):
+    """Root's step runs in the jail (the jail plugin mounted and masked its procfs on the pod's unmasked
+    /proc) as the pod's root, which the node knows as the first id of the pod's range: it writes none of
+    the node's kernel interfaces, and the worker's slurmd runs as that id on the node."""
+    login = cluster
+    out = login.run(f"srun -w {WORKER} sh -c 'id -u; cat /proc/self/uid_map; cat /etc/os-release | head -1; "
+                    "[ -w /proc/sys/kernel/core_pattern ] && echo core-pattern-writable; "
+                    "(echo h > /proc/sysrq-trigger) 2>&1; true'")
+    lines = out.splitlines()
+    assert lines[0] == "0", out
+    inside, first_host, length = (int(v) for v in lines[1].split())
+    assert inside == 0 and length == 65536 and first_host >= 65536, out
+    assert lines[2] == login.run("head -1 /etc/os-release").strip()  # the jail's, as on the login node
+    assert "core-pattern-writable" not in out and "sysrq-trigger" in lines[3], out
+    pod = json.loads(kubectl("-n", namespace, "get", "pod", WORKER, "-o", "json").stdout)
+    assert pod["spec"]["hostUsers"] is False
+    slurmd = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "slurmd")
+    assert _host_uid(node.task_pid(slurmd["containerID"])) == first_host
+
+
+def test_a_users_step_runs_there_as_the_user_and_writes_the_jail_as_the_user(cluster, local_cluster, namespace):
+    """The jail's volume is mounted idmapped: what the user writes from the user-namespaced worker is
+    the user's on the disk too, as from any other node."""
+    login = cluster
+    login.run("id -u dana >/dev/null 2>&1 || useradd -m -u 2004 -s /bin/bash dana")
+    out = login.run(f"cd /tmp && runuser -u dana -- srun -w {WORKER} sh -c 'id -u; touch /home/dana/from-userns; "
+                    "stat -c %u /home/dana/from-userns'")
+    assert out.split() == ["2004", "2004"], out
+    on_disk = local_cluster.volumes / f"{namespace}-{NAME}-jail" / "home" / "dana" / "from-userns"
+    assert on_disk.stat().st_uid == 2004
