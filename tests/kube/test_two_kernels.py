@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
-import paramiko
 import pytest
 
 from images.build import build_all, image_ref
-from tests.cluster.node import NODE_IP, NODE_NAME
+from tests.cluster.node import NODE_NAME
 from tests.cluster.vm_node import NAME as VM_NAME
 from tests.cluster.vm_node import TOLERATION
 from tests.kube.conftest import adopt_crd
-from tests.support.quickstart_run import quickstart_up
+from tests.support.quickstart_run import module_namespace, new_ssh_key, quickstart_login, quickstart_uninstall
 from tests.support.ssh_session import Login
 from tests.support.wait import until
 
@@ -55,10 +53,7 @@ def two_nodes(local_cluster, node):
 
 @pytest.fixture(scope="module")
 def namespace(kubectl):
-    """One namespace for the module's cluster (the conftest's is per test)."""
-    kubectl("create", "namespace", "two-kernels")
-    yield "two-kernels"
-    kubectl("delete", "namespace", "two-kernels", "--wait=false")
+    yield from module_namespace(kubectl, "two-kernels")
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +62,7 @@ def cluster(two_nodes, local_cluster, tools, kubectl, crd_installed, namespace, 
     each worker; yields root's ssh session on the login node."""
     adopt_crd(kubectl, "soperator", namespace)
     work = tmp_path_factory.mktemp("two-kernels")
-    key_file = work / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
+    key_file = new_ssh_key(work)
     values = work / "values.json"
     for host, leaf in LEAVES.items():
         kubectl("label", "node", host, "--overwrite", f"{LEAF}={leaf}")
@@ -76,20 +70,13 @@ def cluster(two_nodes, local_cluster, tools, kubectl, crd_installed, namespace, 
         {"name": "worker", "replicas": 1, "cpus": 2, **TEST_GRES},
         {"name": "emulated", "replicas": 1, "cpus": 2, **TEST_GRES,
          "scheduling": {"nodeSelector": {"kubernetes.io/hostname": VM_NAME}, "tolerations": [TOLERATION]}}]}}))
-    quickstart = quickstart_up(local_cluster, tools, namespace, NAME, key_file, "--timeout", "1200", "--nodes", "2",
-                               "--values", str(values), timeout=1500)
-    state = kubectl("-n", namespace, "get", "slurmcluster,pods,jobs,statefulsets,pvc", "-o", "wide").stdout
-    assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
-    port = int(kubectl("-n", namespace, "get", "service", f"{NAME}-login", "-o",
-                       "jsonpath={.spec.ports[0].nodePort}").stdout)
-    login = Login(NODE_IP, port, paramiko.Ed25519Key.from_private_key_file(str(key_file)), timeout=300)
+    login = quickstart_login(local_cluster, tools, kubectl, namespace, NAME, key_file, "--timeout", "1200", "--nodes", "2",
+                             "--values", str(values), timeout=1500)
     yield login
     login.close()
     for host in LEAVES:
         kubectl("label", "node", host, f"{LEAF}-")
-    subprocess.run([str(tools["helm"]), "--kubeconfig", str(local_cluster.plane.kubeconfig), "-n", namespace,
-                    "uninstall", NAME, f"{NAME}-storage", "soperator", "--wait", "--timeout", "300s"], check=True,
-                   capture_output=True)
+    quickstart_uninstall(local_cluster, tools, namespace, NAME)
 
 
 def test_a_job_spans_the_host_and_the_vm_in_one_jail(cluster, local_cluster, kubectl, namespace):

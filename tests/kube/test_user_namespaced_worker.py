@@ -6,16 +6,12 @@ cluster runs without Slurm's cgroup plugins."""
 from __future__ import annotations
 
 import json
-import subprocess
 
-import paramiko
 import pytest
 
 from images.build import build_all, image_ref
-from tests.cluster.node import NODE_IP
 from tests.kube.conftest import adopt_crd
-from tests.support.quickstart_run import quickstart_up
-from tests.support.ssh_session import Login
+from tests.support.quickstart_run import module_namespace, new_ssh_key, quickstart_login, quickstart_uninstall
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 IMAGES = ("controller", "worker", "login", "populate-jail", "operator")
@@ -26,10 +22,7 @@ NO_CGROUPS = {"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/affini
 
 @pytest.fixture(scope="module")
 def namespace(kubectl):
-    """One namespace for the module's cluster (the conftest's is per test)."""
-    kubectl("create", "namespace", "user-namespaced")
-    yield "user-namespaced"
-    kubectl("delete", "namespace", "user-namespaced", "--wait=false")
+    yield from module_namespace(kubectl, "user-namespaced")
 
 
 @pytest.fixture(scope="module")
@@ -39,23 +32,15 @@ def cluster(local_cluster, node, tools, kubectl, crd_installed, namespace, tmp_p
     node.import_images([image_ref(name) for name in IMAGES])
     adopt_crd(kubectl, "soperator", namespace)
     work = tmp_path_factory.mktemp("user-namespaced")
-    key_file = work / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key_file)], check=True)
+    key_file = new_ssh_key(work)
     values = work / "values.json"
     values.write_text(json.dumps({"spec": {"slurmConfig": NO_CGROUPS, "nodeSets": [
         {"name": "userns", "replicas": 1, "hostUsers": False}]}}))
-    quickstart = quickstart_up(local_cluster, tools, namespace, NAME, key_file, "--timeout", "600",
-                               "--values", str(values), timeout=900)
-    state = kubectl("-n", namespace, "get", "slurmcluster,pods,jobs,statefulsets,pvc", "-o", "wide").stdout
-    assert quickstart.returncode == 0, f"{quickstart.stdout}\n{quickstart.stderr}\n--- objects:\n{state}"
-    port = int(kubectl("-n", namespace, "get", "service", f"{NAME}-login", "-o",
-                       "jsonpath={.spec.ports[0].nodePort}").stdout)
-    login = Login(NODE_IP, port, paramiko.Ed25519Key.from_private_key_file(str(key_file)), timeout=300)
+    login = quickstart_login(local_cluster, tools, kubectl, namespace, NAME, key_file, "--timeout", "600",
+                             "--values", str(values), timeout=900)
     yield login
     login.close()
-    subprocess.run([str(tools["helm"]), "--kubeconfig", str(local_cluster.plane.kubeconfig), "-n", namespace,
-                    "uninstall", NAME, f"{NAME}-storage", "soperator", "--wait", "--timeout", "300s"], check=True,
-                   capture_output=True)
+    quickstart_uninstall(local_cluster, tools, namespace, NAME)
 
 
 def _host_uid(pid: int) -> int:
