@@ -6,6 +6,7 @@ cluster runs without Slurm's cgroup plugins."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -37,7 +38,7 @@ def cluster(local_cluster, node, tools, kubectl, crd_installed, namespace, tmp_p
     values.write_text(json.dumps({"spec": {"slurmConfig": NO_CGROUPS, "nodeSets": [
         {"name": "userns", "replicas": 1, "hostUsers": False}]}}))
     login = quickstart_login(local_cluster, tools, kubectl, namespace, NAME, key_file, "--timeout", "600",
-                             "--values", str(values), timeout=900)
+                             "--values", str(values), "--set-operator", "cgroupDelegate.enabled=true", timeout=900)
     yield login
     login.close()
     quickstart_uninstall(local_cluster, tools, namespace, NAME)
@@ -66,6 +67,27 @@ def test_root_in_a_job_step_is_an_unprivileged_id_on_the_node(cluster, node, kub
     assert pod["spec"]["hostUsers"] is False
     slurmd = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "slurmd")
     assert _host_uid(node.task_pid(slurmd["containerID"])) == first_host
+
+
+def test_the_cgroup_delegate_gives_the_worker_its_own_cgroups_and_nothing_more(cluster, node, kubectl, namespace):
+    """The operator chart's DaemonSet on the real kubelet (hostPID, the node's cgroups, CHOWN only): the
+    worker container's own cgroup directory and cgroup.procs become the pod root's node id, its limit
+    files stay the node's root's. (No cgroup plugin uses them here: on cgroup v1 the worker refuses them.)"""
+    pod = json.loads(kubectl("-n", namespace, "get", "pod", WORKER, "-o", "json").stdout)
+    slurmd = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "slurmd")
+    cid = slurmd["containerID"].split("://", 1)[1]
+    first_host = _host_uid(node.task_pid(slurmd["containerID"]))
+    pods = kubectl("-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=soperator-cgroup-delegate", "-o",
+                   "name").stdout.split()
+    log = kubectl("-n", namespace, "logs", *pods).stdout
+    assert f"{namespace}/{WORKER} (container {cid[:12]}): cgroups delegated to uid {first_host} gid {first_host}" \
+        in log, log
+    memory = next(line.split(":", 2)[2] for line in
+                  open(f"/proc/{node.task_pid(slurmd['containerID'])}/cgroup").read().splitlines() if ":memory:" in line)
+    directory = f"/sys/fs/cgroup/memory{memory}"
+    assert directory.endswith(cid)
+    assert os.stat(directory).st_uid == os.stat(f"{directory}/cgroup.procs").st_uid == first_host
+    assert os.stat(f"{directory}/memory.limit_in_bytes").st_uid == 0
 
 
 def test_a_users_step_runs_there_as_the_user_and_writes_the_jail_as_the_user(cluster, local_cluster, namespace):
