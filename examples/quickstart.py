@@ -81,11 +81,15 @@ def start_local_node(args) -> None:
 
 
 def start_vm_node(args) -> None:
-    """The second node, with the worker image imported into its own containerd."""
+    """The second node, with the worker image imported into its own containerd, and the operator's
+    when the operator chart runs its cgroup delegate on every node."""
     from images.build import SLURM_RELEASE, image_ref
     from tests.cluster.vm_node import NAME
 
-    vm = local_cluster(args).start_vm([image_ref("worker", args.slurm_version or SLURM_RELEASE)])
+    images = [image_ref("worker", args.slurm_version or SLURM_RELEASE)]
+    if "cgroupDelegate.enabled=true" in args.set_operator:
+        images.append(image_ref("operator"))
+    vm = local_cluster(args).start_vm(images)
     phases = ", ".join(f"{k} {v:.0f}" for k, v in vm.phases.items())
     print(f"  node {NAME} Ready (seconds from start, or a count: {phases})", flush=True)
 

@@ -18,7 +18,7 @@ import sys
 import time
 
 SHARE = os.path.dirname(os.path.abspath(__file__))
-MODULES = ("overlay", "bridge", "br_netfilter", "veth", "virtio_net", "nf_conntrack", "nf_nat", "nf_tables",
+MODULES = ("overlay", "virtiofs", "bridge", "br_netfilter", "veth", "virtio_net", "nf_conntrack", "nf_nat", "nf_tables",
            "nft_compat", "nft_chain_nat", "xt_conntrack", "xt_comment", "xt_mark", "xt_MASQUERADE", "xt_nat",
            "xt_addrtype", "xt_statistic", "xt_multiport", "xt_tcpudp", "ipt_REJECT", "iptable_nat", "iptable_filter")
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1"}
@@ -63,6 +63,11 @@ def prepare(config: dict) -> None:
     run("ip", "addr", "add", config["address"], "dev", "eth0")
     run("ip", "route", "add", "default", "via", config["gateway"])
     for share in config["shares"]:
+        if share["kind"] == "virtiofs":
+            # virtiofs has the kernel check access itself (FUSE's default_permissions), which an
+            # idmapped mount of it needs.
+            mount("virtiofs", share["tag"], share["path"])
+            continue
         # Read-only shares never change while the VM runs: cache them. The others are written on both
         # sides: no page cache but for mmap, so each side reads what the other wrote.
         cache = "cache=loose,ro" if share["readonly"] else "cache=mmap"

@@ -2,7 +2,8 @@
 cached.
 
 Built with no kernel installed and nothing mounted on the host: the kernel package is downloaded and
-unpacked (`apt-get download`, `dpkg-deb -x`), the root file system is a debootstrap of bookworm made
+unpacked (`apt-get download` from trixie through an apt state of its own, so the host's sources are
+never touched; `dpkg-deb -x`), the root file system is a debootstrap of bookworm made
 into an ext4 image by `mkfs.ext4 -d`, and the initramfs (busybox, the few modules needed to reach the
 disk, an init that loads them and switches to it) is written by busybox's cpio. The VM boots the disk
 with qemu's `-snapshot`, so the cached image is never written. Everything the node runs (containerd,
@@ -11,6 +12,7 @@ runc, kubelet, kube-proxy) reaches it over 9p at boot, so rebuilding them never 
 from __future__ import annotations
 
 import hashlib
+import lzma
 import os
 import re
 import stat
@@ -26,6 +28,15 @@ from tests.cluster.node import unmount_under
 VM_CACHE = CACHE / "vm"
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
+# The kernel comes from trixie (6.12): user-namespaced pods need idmapped tmpfs (6.3+) for their
+# Secrets and /dev/shm, which bookworm's 6.1 lacks. Its modules are xz-compressed; bookworm's kmod
+# reads them, busybox's insmod does not (the initramfs gets them decompressed).
+KERNEL_SUITE = "trixie"
+KERNEL_SOURCES = f"""\
+deb [signed-by=/usr/share/keyrings/debian-archive-{KERNEL_SUITE}-stable.gpg] {MIRROR} {KERNEL_SUITE} main
+deb [signed-by=/usr/share/keyrings/debian-archive-{KERNEL_SUITE}-security-automatic.gpg] \
+http://deb.debian.org/debian-security {KERNEL_SUITE}-security main
+"""
 # What the node needs beyond minbase: modules loaded on demand (kmod), the kube-proxy's iptables, the
 # runtime's libseccomp, the CNI plugins, and Python for the guest's init (tests/cluster/vm_guest.py).
 PACKAGES = ("kmod", "iproute2", "iptables", "libseccomp2", "containernetworking-plugins", "libpython3.11-stdlib", "python3-minimal",
@@ -78,9 +89,22 @@ def _run(*argv: str, **kwargs) -> str:
     return proc.stdout
 
 
-def kernel_package() -> str:
-    """The package `linux-image-amd64` points at today (bookworm's archive keeps only the newest)."""
-    out = _run("apt-cache", "depends", "linux-image-amd64")
+def _kernel_apt(cache: Path) -> list[str]:
+    """apt options for an apt state of the kernel's suite alone, under the cache (lists fetched here)."""
+    state = cache / f"apt-{KERNEL_SUITE}"
+    for sub in ("lists/partial", "cache/archives/partial"):
+        (state / sub).mkdir(parents=True, exist_ok=True)
+    (state / "sources.list").write_text(KERNEL_SOURCES)
+    options = {"Dir::Etc::SourceList": state / "sources.list", "Dir::Etc::SourceParts": "/dev/null",
+               "Dir::State::Lists": state / "lists", "Dir::Cache": state / "cache", "Dir::State::status": "/dev/null",
+               "APT::Sandbox::User": "root"}
+    return [arg for key, value in options.items() for arg in ("-o", f"{key}={value}")]
+
+
+def kernel_package(apt: list[str]) -> str:
+    """The package `linux-image-amd64` points at today (the archive keeps only the newest)."""
+    _run("apt-get", *apt, "update", timeout=600)
+    out = _run("apt-cache", *apt, "depends", "linux-image-amd64")
     match = re.search(r"Depends: (linux-image-[0-9][^\s]*-amd64)", out)
     if not match:
         raise VmImageError(f"no kernel package behind linux-image-amd64: {out[:500]}")
@@ -88,26 +112,28 @@ def kernel_package() -> str:
 
 
 def _key(package: str) -> str:
-    digest = hashlib.sha256("\n".join([package, SUITE, *PACKAGES, *BOOT_MODULES, INIT, ROOT_INIT,
+    digest = hashlib.sha256("\n".join([package, SUITE, KERNEL_SUITE, *PACKAGES, *BOOT_MODULES, INIT, ROOT_INIT,
                                        DISK_SIZE]).encode())
     return f"{package.removeprefix('linux-image-')}-{digest.hexdigest()[:12]}"
 
 
 def ensure_image(cache: Path = VM_CACHE) -> VmImage:
-    package = kernel_package()
+    cache.mkdir(parents=True, exist_ok=True)
+    apt = _kernel_apt(cache)
+    package = kernel_package(apt)
     release = package.removeprefix("linux-image-")
     out = cache / _key(package)
     image = VmImage(out / "vmlinuz", out / "initrd.img", out / "root.img", release)
     if image.disk.exists():
         return image
-    cache.mkdir(parents=True, exist_ok=True)
     base = _debootstrap(cache)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         work = Path(tmp)
-        kernel = _unpack_kernel(package, work)
+        kernel = _unpack_kernel(package, apt, work)
+        modules = next(p for p in (kernel / "usr" / "lib" / "modules", kernel / "lib" / "modules") if p.is_dir())
         root = work / "root"
         _run("cp", "-a", str(base), str(root))
-        shutil.copytree(kernel / "lib" / "modules", root / "lib" / "modules", dirs_exist_ok=True)
+        shutil.copytree(modules, root / "usr" / "lib" / "modules", dirs_exist_ok=True)
         _run("chroot", str(root), "depmod", release)
         init = root / "usr" / "local" / "sbin" / "soperator-vm-init"
         init.write_text(ROOT_INIT)
@@ -117,7 +143,7 @@ def ensure_image(cache: Path = VM_CACHE) -> VmImage:
         staging = work / "out"
         staging.mkdir()
         shutil.copy(kernel / "boot" / f"vmlinuz-{release}", staging / "vmlinuz")
-        _initramfs(kernel / "lib" / "modules" / release, staging / "initrd.img", work / "initramfs")
+        _initramfs(modules / release, staging / "initrd.img", work / "initramfs")
         _run("mkfs.ext4", "-q", "-F", "-L", "root", "-d", str(root), str(staging / "root.img"), DISK_SIZE)
         shutil.rmtree(out, ignore_errors=True)
         staging.rename(out)
@@ -127,8 +153,8 @@ def ensure_image(cache: Path = VM_CACHE) -> VmImage:
     return image
 
 
-def _unpack_kernel(package: str, work: Path) -> Path:
-    _run("apt-get", "download", package, cwd=work)
+def _unpack_kernel(package: str, apt: list[str], work: Path) -> Path:
+    _run("apt-get", *apt, "download", package, cwd=work, timeout=1200)
     deb = next(work.glob(f"{package}_*.deb"))
     kernel = work / "kernel"
     _run("dpkg-deb", "-x", str(deb), str(kernel))
@@ -154,13 +180,23 @@ def _debootstrap(cache: Path) -> Path:
     return root
 
 
+def _module_name(path: Path) -> str:
+    return path.name.split(".ko")[0].replace("-", "_")
+
+
 def module_order(modules: Path, names: tuple[str, ...]) -> list[Path]:
-    """The .ko files for `names` and what they depend on, each after its dependencies."""
-    files = {p.name.removesuffix(".ko").replace("-", "_"): p for p in modules.rglob("*.ko")}
+    """The module files for `names` and what they depend on, each after its dependencies; modules
+    built into the kernel are left out."""
+    files = {_module_name(p): p for p in modules.rglob("*.ko*")}
+    builtin_list = modules / "modules.builtin"
+    builtin = {_module_name(Path(line)) for line in builtin_list.read_text().split()} if builtin_list.exists() else set()
     ordered: list[Path] = []
 
     def visit(name: str) -> None:
-        path = files.get(name.replace("-", "_"))
+        name = name.replace("-", "_")
+        if name in builtin:
+            return
+        path = files.get(name)
         if path is None:
             raise VmImageError(f"module {name} not found under {modules}")
         if path in ordered:
@@ -174,8 +210,12 @@ def module_order(modules: Path, names: tuple[str, ...]) -> list[Path]:
     return ordered
 
 
+def _module_bytes(module: Path) -> bytes:
+    return lzma.decompress(module.read_bytes()) if module.name.endswith(".xz") else module.read_bytes()
+
+
 def _depends(module: Path) -> list[str]:
-    match = re.search(rb"\0depends=([^\0]*)\0", module.read_bytes())
+    match = re.search(rb"\0depends=([^\0]*)\0", _module_bytes(module))
     return [d for d in match[1].decode().split(",") if d] if match else []
 
 
@@ -186,8 +226,9 @@ def _initramfs(modules: Path, target: Path, work: Path) -> None:
     shutil.copy("/bin/busybox", work / "bin" / "busybox")
     insmods = []
     for path in module_order(modules, BOOT_MODULES):
-        shutil.copy(path, work / "lib" / "modules" / path.name)
-        insmods.append(f"/bin/busybox insmod /lib/modules/{path.name}")
+        name = f"{_module_name(path)}.ko"
+        (work / "lib" / "modules" / name).write_bytes(_module_bytes(path))
+        insmods.append(f"/bin/busybox insmod /lib/modules/{name}")
     init = work / "init"
     init.write_text(INIT.format(insmods="\n".join(insmods)))
     init.chmod(0o755)

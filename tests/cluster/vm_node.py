@@ -32,8 +32,10 @@ from tests.cluster.build import BIN, ensure_binaries
 from tests.cluster.controlplane import ControlPlane
 from tests.cluster.node import (HERE, NODE_IP, PAUSE_IMAGE, NodeError, kubelet_config, node_ready, plane_kubectl,
                                 run, write_runtime_configs)
-from tests.cluster.process import Component
+from tests.cluster.process import Component, wait_for
 from tests.cluster.vm_image import VM_CACHE, ensure_image
+from tests.cluster.virtiofsd import BINARY as VIRTIOFSD
+from tests.cluster.virtiofsd import ensure_virtiofsd
 
 NAME = "soperator-vm-node"
 TAP = "soperator-vm0"
@@ -112,6 +114,7 @@ class VmNode:
         archives = self._save_images(images)
         self._write_configs(archives)
         self._link_up()
+        self._start_virtiofsd(deadline=began + 60)
         self.qemu = self._define(image)
         self.qemu.start()
         self.phases["prepared"] = time.monotonic() - began
@@ -129,9 +132,34 @@ class VmNode:
         return self
 
     def _shares(self) -> list[tuple[str, Path, bool]]:
-        """(9p tag, host path, read-only) of each directory the VM mounts at the same path."""
-        return [("node", self.workdir, False), ("bin", BIN, True),
-                *((f"share{i}", path, False) for i, path in enumerate(self.shared))]
+        """(9p tag, host path, read-only) of each of the node's own directories the VM mounts at the
+        same path."""
+        return [("node", self.workdir, False), ("bin", BIN, True)]
+
+    def _virtiofs(self) -> list[tuple[str, Path, Component]]:
+        """(virtio-fs tag, host path, its virtiofsd) of each shared directory (the volumes, the jail
+        among them), which pods may mount idmapped."""
+        daemons = []
+        for i, path in enumerate(self.shared):
+            socket = self.workdir / f"share{i}.sock"
+            # chroot: no sandbox process of its own, so the PID file names the one to stop. cache=never:
+            # both sides write these files, and each reads what the other wrote.
+            argv = [str(VIRTIOFSD), f"--socket-path={socket}", f"--shared-dir={path}", "--cache=never",
+                    "--xattr", "--sandbox=chroot", "--log-level=warn"]
+            daemons.append((f"share{i}", path, Component(f"virtiofsd-share{i}", argv, self.logs / f"virtiofsd-share{i}.log")))
+        return daemons
+
+    def daemons(self) -> list[Component]:
+        """The host processes this node runs: qemu and each share's virtiofsd."""
+        return [self.qemu or self._stopper(), *(daemon for _, _, daemon in self._virtiofs())]
+
+    def _start_virtiofsd(self, deadline: float) -> None:
+        ensure_virtiofsd()
+        for tag, _, daemon in self._virtiofs():
+            socket = self.workdir / f"{tag}.sock"
+            socket.unlink(missing_ok=True)
+            daemon.start()
+            wait_for(daemon, socket.exists, deadline, NodeError)
 
     def _define(self, image) -> Component:
         argv = ["qemu-system-x86_64", "-accel", f"tcg,thread={TCG_THREADS}", "-m", str(self.memory_mb),
@@ -144,6 +172,12 @@ class VmNode:
         for tag, path, readonly in self._shares():
             argv += ["-virtfs", f"local,path={path},mount_tag={tag},security_model=passthrough"
                      + (",readonly=on" if readonly else "")]
+        if self.shared:  # vhost-user devices reach the guest's memory through a shared file
+            argv += ["-object", f"memory-backend-memfd,id=mem,size={self.memory_mb}M,share=on",
+                     "-machine", "memory-backend=mem"]
+        for tag, _, _ in self._virtiofs():
+            argv += ["-chardev", f"socket,id={tag},path={self.workdir / tag}.sock",
+                     "-device", f"vhost-user-fs-pci,chardev={tag},tag={tag}"]
         argv[0] = shutil.which(argv[0]) or argv[0]
         return Component("qemu", argv, self.logs / "console.log")
 
@@ -228,8 +262,9 @@ class VmNode:
         (work / "config.json").write_text(json.dumps({
             "name": NAME, "address": f"{ADDRESS}/{LINK}", "gateway": HOST_SIDE, "path": path,
             "containerd_socket": socket, "ctr": str(bins["ctr"]), "archives": archives,
-            "shares": [{"tag": tag, "path": str(path), "readonly": readonly}
-                       for tag, path, readonly in self._shares() if tag != "node"],  # "node": mounted by the disk's init
+            "shares": [{"tag": tag, "path": str(path), "readonly": readonly, "kind": "9p"}
+                       for tag, path, readonly in self._shares() if tag != "node"]  # "node": mounted by the disk's init
+            + [{"tag": tag, "path": str(path), "readonly": False, "kind": "virtiofs"} for tag, path, _ in self._virtiofs()],
             "processes": [
                 ["containerd", [str(bins["containerd"]), "--config", str(work / "containerd.toml")]],
                 ["kubelet", [str(bins["kubelet"]), f"--config={work / 'kubelet.yaml'}",
@@ -252,6 +287,10 @@ class VmNode:
             while self.qemu.alive() and time.monotonic() < deadline:
                 time.sleep(0.5)
         self.qemu.stop(grace=5)
+        for tag, _, daemon in self._virtiofs():
+            daemon.stop(grace=5)
+            for left in (f"{tag}.sock", f"{tag}.sock.pid"):  # the socket, and virtiofsd's own PID file
+                (self.workdir / left).unlink(missing_ok=True)
         run("ip", "link", "del", TAP, check=False)
         if self.plane.components and all(c.alive() for c in self.plane.components):
             # A node that will not come back: its Node object goes too, as a cloud's node controller does.

@@ -46,7 +46,7 @@ def local_cluster(request):
         print(f"\n{cluster.plane.logs()}\n(kube logs kept in {LOG_KEEP})")
         _keep_logs(workdir)
     pids = [c.pid() for c in cluster.plane.components + cluster.node.components]
-    pids.append(cluster.vm.qemu.pid() if cluster.vm.qemu else None)
+    pids += [c.pid() for c in cluster.vm.daemons()]
     cluster.down()
     left = host_leftovers(workdir) + vm_leftovers() + [f"process {pid}" for pid in pids
                                                        if pid and Path(f"/proc/{pid}").exists()]

@@ -9,7 +9,13 @@ The cluster runs the CR's Slurm defaults (proctrack/cgroup, task/cgroup,task/aff
 ConstrainRAMSpace, ConstrainDevices) on unprivileged workers, and jobs are confined on both kernels:
 over its memory a job ends OUT_OF_MEMORY while its neighbour runs on, a task runs on its allocated
 CPUs only, and a job opens a gres's device file only when it was given that gres. A login node's
-per-user cgroup tree works on cgroup v2 too (last: it adds a cgroup tree to the VM worker's)."""
+per-user cgroup tree works on cgroup v2 too (last: it adds a cgroup tree to the VM worker's).
+
+A third node set, `userns`, runs on the VM in a user namespace of its own (hostUsers: false; the jail
+mounted idmapped over virtio-fs), its cgroup handed to its root by the operator chart's cgroup
+delegate: there Slurm's cgroup plugins confine root's jobs and every other user's (which cgroup v1
+cannot do, tests/kube/test_user_namespaced_worker.py), and root in a step is an unprivileged id on
+the VM."""
 from __future__ import annotations
 
 import json
@@ -29,7 +35,10 @@ from tests.support.wait import until
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 IMAGES = ("controller", "worker", "login", "populate-jail", "operator", "database")
 NAME = "two"
-HOST_WORKER, VM_WORKER = f"{NAME}-worker-0", f"{NAME}-emulated-0"
+HOST_WORKER, VM_WORKER, USERNS_WORKER = f"{NAME}-worker-0", f"{NAME}-emulated-0", f"{NAME}-userns-0"
+# Both VM workers fit its memory: RealMemory 600 MiB (jobs here ask for 100M) and the daemons beside.
+VM_MEMORY = {"realMemoryMib": 600}
+ON_VM = {"scheduling": {"nodeSelector": {"kubernetes.io/hostname": VM_NAME}, "tolerations": [TOLERATION]}}
 # The CR's own Slurm defaults (the quick start's too), named here so that the test holds them.
 CR_DEFAULTS = {"proctrackType": "proctrack/cgroup", "taskPlugin": "task/cgroup,task/affinity"}
 # A harmless device as the test gres's file: a job that was not given the gres cannot open it.
@@ -47,7 +56,7 @@ STEP = ("echo \"$(hostname) $(uname -r) $(stat -fc %T /sys/fs/cgroup) $(cat /roo
 def two_nodes(local_cluster, node):
     build_all()
     node.import_images([image_ref(name) for name in IMAGES])
-    yield local_cluster.start_vm([image_ref("worker")])
+    yield local_cluster.start_vm([image_ref("worker"), image_ref("operator")])  # the operator's: the delegate
     local_cluster.vm.stop()
 
 
@@ -68,10 +77,10 @@ def cluster(two_nodes, local_cluster, tools, kubectl, crd_installed, namespace, 
         kubectl("label", "node", host, "--overwrite", f"{LEAF}={leaf}")
     values.write_text(json.dumps({"spec": {"slurmConfig": CR_DEFAULTS, "topology": {"tree": {"levels": [LEAF]}}, "nodeSets": [
         {"name": "worker", "replicas": 1, "cpus": 2, **TEST_GRES},
-        {"name": "emulated", "replicas": 1, "cpus": 2, **TEST_GRES,
-         "scheduling": {"nodeSelector": {"kubernetes.io/hostname": VM_NAME}, "tolerations": [TOLERATION]}}]}}))
+        {"name": "emulated", "replicas": 1, "cpus": 2, **TEST_GRES, **VM_MEMORY, **ON_VM},
+        {"name": "userns", "replicas": 1, "cpus": 2, "hostUsers": False, **VM_MEMORY, **ON_VM}]}}))
     login = quickstart_login(local_cluster, tools, kubectl, namespace, NAME, key_file, "--timeout", "1200", "--nodes", "2",
-                             "--values", str(values), timeout=1500)
+                             "--values", str(values), "--set-operator", "cgroupDelegate.enabled=true", timeout=1500)
     yield login
     login.close()
     for host in LEAVES:
@@ -83,7 +92,7 @@ def test_a_job_spans_the_host_and_the_vm_in_one_jail(cluster, local_cluster, kub
     pods = kubectl("-n", namespace, "get", "pods", "-o",
                    "jsonpath={range .items[*]}{.metadata.name}={.spec.nodeName}{\"\\n\"}{end}").stdout
     placed = dict(line.split("=") for line in pods.split())
-    assert placed[VM_WORKER] == VM_NAME
+    assert placed[VM_WORKER] == placed[USERNS_WORKER] == VM_NAME
     assert placed[HOST_WORKER] == placed[f"{NAME}-login-0"] != VM_NAME
 
     login = cluster
@@ -114,8 +123,9 @@ def test_each_worker_registered_at_its_kubernetes_nodes_place(cluster, kubectl, 
     for line in login.run("scontrol -o show topology").splitlines():
         fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
         switches[fields.get("SwitchName")] = fields.get("Nodes")
-    assert switches["host-leaf"] == HOST_WORKER and switches["vm-leaf"] == VM_WORKER, switches
-    for worker, host in ((HOST_WORKER, NODE_NAME), (VM_WORKER, VM_NAME)):
+    assert switches["host-leaf"] == HOST_WORKER, switches
+    assert login.run(f"scontrol show hostnames {switches['vm-leaf']}").split() == [VM_WORKER, USERNS_WORKER]
+    for worker, host in ((HOST_WORKER, NODE_NAME), (VM_WORKER, VM_NAME), (USERNS_WORKER, VM_NAME)):
         log = kubectl("-n", namespace, "logs", worker, "-c", "slurmd").stdout
         assert f"topology: registering at default:_root:{LEAVES[host]}" in log, log[-3000:]
     events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
@@ -128,7 +138,7 @@ def _job_state(login: Login, job: str) -> str:
     return out.split("JobState=", 1)[1].split()[0]
 
 
-@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER, USERNS_WORKER])
 def test_a_job_over_its_memory_ends_out_of_memory_and_its_neighbour_runs_on(cluster, worker):
     login = cluster
     neighbour = login.run(f"sbatch --parsable -w {worker} --mem=100M --wrap 'sleep 600'").strip()
@@ -144,7 +154,7 @@ def test_a_job_over_its_memory_ends_out_of_memory_and_its_neighbour_runs_on(clus
         login.run(f"scancel {neighbour}")
 
 
-@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER, USERNS_WORKER])
 @pytest.mark.parametrize("user", ["root", "carol"])
 def test_a_task_runs_on_its_allocated_cpus_only(cluster, worker, user):
     """Also a user's: slurmstepd binds a task that already runs as the job's user (CAP_SYS_NICE; without
@@ -168,11 +178,12 @@ def test_a_job_opens_a_gres_device_only_when_given_the_gres(cluster, worker):
 
 
 # Each kernel's memory limit file of the task's own cgroup.
-LIMIT_FILES = {VM_WORKER: "/sys/fs/cgroup$(grep ^0:: /proc/self/cgroup | cut -d: -f3)/memory.max",
+V2_LIMIT = "/sys/fs/cgroup$(grep ^0:: /proc/self/cgroup | cut -d: -f3)/memory.max"
+LIMIT_FILES = {VM_WORKER: V2_LIMIT, USERNS_WORKER: V2_LIMIT,
                HOST_WORKER: "/sys/fs/cgroup/memory$(grep :memory: /proc/self/cgroup | cut -d: -f3)/memory.limit_in_bytes"}
 
 
-@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER])
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER, USERNS_WORKER])
 def test_root_in_a_job_cannot_raise_its_memory_limit(cluster, worker):
     """slurmstepd writes the job's cgroups; root's task sees them read-only (a mount namespace of its
     own, spank_chroot/cgroup_view.c). The file exists: the job's own cgroup, under the worker's mount."""
@@ -182,6 +193,38 @@ def test_root_in_a_job_cannot_raise_its_memory_limit(cluster, worker):
     out = login.run(f"srun -w {worker} --mem=100M sh -c '[ -f {limit} ] && echo present; "
                     f"(echo 999999999999 > {limit}) 2>&1; true'")
     assert out.startswith("present\n") and "Read-only file system" in out, out
+
+
+def test_on_cgroup_v2_a_user_namespaced_worker_confines_every_users_steps_as_an_unprivileged_id(
+        cluster, local_cluster, kubectl, namespace):
+    """hostUsers: false on the VM: the worker's pod root is the first id of its range on the VM, root's
+    step writes none of the kernel's interfaces, a user's step runs in its own step cgroup (on cgroup v1
+    the kernel refuses that move: the worker refuses cgroup plugins there) and writes the jail as that
+    user on the host's disk (the jail is mounted idmapped, over virtio-fs); the chart's delegate gave
+    that container's cgroup to exactly that id. Its jobs' memory and CPUs: the parametrized tests above."""
+    login = cluster
+    out = login.run(f"srun -w {USERNS_WORKER} sh -c 'id -u; cat /proc/self/uid_map; "
+                    "[ -w /proc/sys/kernel/core_pattern ] && echo core-pattern-writable; "
+                    "(echo h > /proc/sysrq-trigger) 2>&1; true'")
+    lines = out.splitlines()
+    inside, first_host, length = (int(v) for v in lines[1].split())
+    assert lines[0] == "0" and inside == 0 and length == 65536 and first_host >= 65536, out
+    assert "core-pattern-writable" not in out and "sysrq-trigger" in lines[2], out
+
+    login.run("id -u carol >/dev/null 2>&1 || useradd -m -u 2003 -s /bin/bash carol")
+    step = login.run(f"cd /tmp && runuser -u carol -- srun -w {USERNS_WORKER} sh -c "
+                     "'grep ^0:: /proc/self/cgroup; echo from-userns > /home/carol/from-userns'").strip()
+    assert step.endswith("/step_0/user/task_0"), step
+    written = local_cluster.volumes / f"{namespace}-{NAME}-jail" / "home" / "carol" / "from-userns"
+    assert written.read_text() == "from-userns\n" and (written.stat().st_uid, written.stat().st_gid) == (2003, 2003)
+
+    pod = json.loads(kubectl("-n", namespace, "get", "pod", USERNS_WORKER, "-o", "json").stdout)
+    slurmd = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "slurmd")
+    delegate = kubectl("-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=soperator-cgroup-delegate",
+                       "--field-selector", f"spec.nodeName={VM_NAME}", "-o", "jsonpath={.items[0].metadata.name}").stdout
+    log = kubectl("-n", namespace, "logs", delegate).stdout
+    container = slurmd["containerID"].split("://", 1)[1][:12]
+    assert f"{namespace}/{USERNS_WORKER} (container {container}): cgroups delegated to uid {first_host} " in log, log
 
 
 # The login node's per-user cgroup tree (soperator/node/session_limits.py) in the VM worker's container:
