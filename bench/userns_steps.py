@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import tempfile
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         port = int(subprocess.run(
             [str(Path.home() / ".cache" / "soperator" / "bin" / "kubectl"), "-n", "slurm", "get", "service",
              f"{NAME}-login", "-o", "jsonpath={.spec.ports[0].nodePort}"], check=True, capture_output=True, text=True,
-            env={"KUBECONFIG": str(STATE / "plane" / "admin.kubeconfig")}).stdout)
+            env={**os.environ, "KUBECONFIG": str(STATE / "plane" / "admin.kubeconfig")}).stdout)  # HOME: its cache
         login = Login(NODE_IP, port, paramiko.Ed25519Key.from_private_key_file(str(STATE / "id_ed25519")), timeout=600)
         until(lambda: login.run("sinfo -h -o %t").split() == ["idle"], 600, "both workers idle")
         for worker in WORKERS.values():
