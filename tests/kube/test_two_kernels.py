@@ -30,6 +30,7 @@ from tests.cluster.vm_node import TOLERATION
 from tests.kube.conftest import adopt_crd
 from tests.support.quickstart_run import module_namespace, new_ssh_key, quickstart_login, quickstart_uninstall
 from tests.support.ssh_session import Login
+from tests.support.user_namespace import delegated, root_step_is_unprivileged
 from tests.support.wait import until
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
@@ -203,13 +204,7 @@ def test_on_cgroup_v2_a_user_namespaced_worker_confines_every_users_steps_as_an_
     user on the host's disk (the jail is mounted idmapped, over virtio-fs); the chart's delegate gave
     that container's cgroup to exactly that id. Its jobs' memory and CPUs: the parametrized tests above."""
     login = cluster
-    out = login.run(f"srun -w {USERNS_WORKER} sh -c 'id -u; cat /proc/self/uid_map; "
-                    "[ -w /proc/sys/kernel/core_pattern ] && echo core-pattern-writable; "
-                    "(echo h > /proc/sysrq-trigger) 2>&1; true'")
-    lines = out.splitlines()
-    inside, first_host, length = (int(v) for v in lines[1].split())
-    assert lines[0] == "0" and inside == 0 and length == 65536 and first_host >= 65536, out
-    assert "core-pattern-writable" not in out and "sysrq-trigger" in lines[2], out
+    first_host, _ = root_step_is_unprivileged(login, USERNS_WORKER)
 
     login.run("id -u carol >/dev/null 2>&1 || useradd -m -u 2003 -s /bin/bash carol")
     step = login.run(f"cd /tmp && runuser -u carol -- srun -w {USERNS_WORKER} sh -c "
@@ -220,11 +215,8 @@ def test_on_cgroup_v2_a_user_namespaced_worker_confines_every_users_steps_as_an_
 
     pod = json.loads(kubectl("-n", namespace, "get", "pod", USERNS_WORKER, "-o", "json").stdout)
     slurmd = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "slurmd")
-    delegate = kubectl("-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=soperator-cgroup-delegate",
-                       "--field-selector", f"spec.nodeName={VM_NAME}", "-o", "jsonpath={.items[0].metadata.name}").stdout
-    log = kubectl("-n", namespace, "logs", delegate).stdout
-    container = slurmd["containerID"].split("://", 1)[1][:12]
-    assert f"{namespace}/{USERNS_WORKER} (container {container}): cgroups delegated to uid {first_host} " in log, log
+    delegated(kubectl, namespace, USERNS_WORKER, slurmd["containerID"], first_host,
+              "--field-selector", f"spec.nodeName={VM_NAME}")
 
 
 # The login node's per-user cgroup tree (soperator/node/session_limits.py) in the VM worker's container:

@@ -13,6 +13,7 @@ import pytest
 from images.build import build_all, image_ref
 from tests.kube.conftest import adopt_crd
 from tests.support.quickstart_run import module_namespace, new_ssh_key, quickstart_login, quickstart_uninstall
+from tests.support.user_namespace import delegated, root_step_is_unprivileged
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
 IMAGES = ("controller", "worker", "login", "populate-jail", "operator")
@@ -54,15 +55,8 @@ def test_root_in_a_job_step_is_an_unprivileged_id_on_the_node(cluster, node, kub
     /proc) as the pod's root, which the node knows as the first id of the pod's range: it writes none of
     the node's kernel interfaces, and the worker's slurmd runs as that id on the node."""
     login = cluster
-    out = login.run(f"srun -w {WORKER} sh -c 'id -u; cat /proc/self/uid_map; cat /etc/os-release | head -1; "
-                    "[ -w /proc/sys/kernel/core_pattern ] && echo core-pattern-writable; "
-                    "(echo h > /proc/sysrq-trigger) 2>&1; true'")
-    lines = out.splitlines()
-    assert lines[0] == "0", out
-    inside, first_host, length = (int(v) for v in lines[1].split())
-    assert inside == 0 and length == 65536 and first_host >= 65536, out
-    assert lines[2] == login.run("head -1 /etc/os-release").strip()  # the jail's, as on the login node
-    assert "core-pattern-writable" not in out and "sysrq-trigger" in lines[3], out
+    first_host, os_release = root_step_is_unprivileged(login, WORKER)
+    assert os_release == login.run("head -1 /etc/os-release").strip()  # the jail's, as on the login node
     pod = json.loads(kubectl("-n", namespace, "get", "pod", WORKER, "-o", "json").stdout)
     assert pod["spec"]["hostUsers"] is False
     slurmd = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "slurmd")
@@ -77,11 +71,7 @@ def test_the_cgroup_delegate_gives_the_worker_its_own_cgroups_and_nothing_more(c
     slurmd = next(s for s in pod["status"]["containerStatuses"] if s["name"] == "slurmd")
     cid = slurmd["containerID"].split("://", 1)[1]
     first_host = _host_uid(node.task_pid(slurmd["containerID"]))
-    pods = kubectl("-n", namespace, "get", "pods", "-l", "app.kubernetes.io/name=soperator-cgroup-delegate", "-o",
-                   "name").stdout.split()
-    log = kubectl("-n", namespace, "logs", *pods).stdout
-    assert f"{namespace}/{WORKER} (container {cid[:12]}): cgroups delegated to uid {first_host} gid {first_host}" \
-        in log, log
+    delegated(kubectl, namespace, WORKER, cid, first_host)
     memory = next(line.split(":", 2)[2] for line in
                   open(f"/proc/{node.task_pid(slurmd['containerID'])}/cgroup").read().splitlines() if ":memory:" in line)
     directory = f"/sys/fs/cgroup/memory{memory}"

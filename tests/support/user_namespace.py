@@ -1,0 +1,32 @@
+"""Checks shared by the tests of user-namespaced workers (nodeSets[].hostUsers: false), on either
+kernel: root's step, and the cgroup delegate's log."""
+from __future__ import annotations
+
+# Root's step says who it is in its namespace, how the pod's ids map onto the node's, which system the
+# jail is, and whether it can reach two of the node's kernel interfaces.
+ROOT_STEP = ("id -u; cat /proc/self/uid_map; head -1 /etc/os-release; "
+             "[ -w /proc/sys/kernel/core_pattern ] && echo core-pattern-writable; "
+             "(echo h > /proc/sysrq-trigger) 2>&1; true")
+DELEGATE_SELECTOR = "app.kubernetes.io/name=soperator-cgroup-delegate"
+
+
+def root_step_is_unprivileged(login, worker: str) -> tuple[int, str]:
+    """Root's step on `worker` is root in the pod's user namespace only (ids 0-65535 mapped onto a range
+    above every host user's) and writes neither `core_pattern` nor `sysrq-trigger`; returns the pod's
+    first node id and the first line of the step's /etc/os-release."""
+    out = login.run(f"srun -w {worker} sh -c '{ROOT_STEP}'")
+    lines = out.splitlines()
+    assert lines[0] == "0", out
+    inside, first_host, length = (int(v) for v in lines[1].split())
+    assert inside == 0 and length == 65536 and first_host >= 65536, out
+    assert "core-pattern-writable" not in out and "sysrq-trigger" in lines[3], out
+    return first_host, lines[2]
+
+
+def delegated(kubectl, namespace: str, worker: str, container_id: str, uid: int, *selectors: str) -> None:
+    """The cgroup delegate's pods (narrowed by kubectl `selectors`) logged the worker's container as
+    given to `uid`."""
+    pods = kubectl("-n", namespace, "get", "pods", "-l", DELEGATE_SELECTOR, *selectors, "-o", "name").stdout.split()
+    log = kubectl("-n", namespace, "logs", *pods).stdout
+    cid = container_id.split("://", 1)[-1]
+    assert f"{namespace}/{worker} (container {cid[:12]}): cgroups delegated to uid {uid} gid {uid}" in log, log
