@@ -141,13 +141,16 @@ class VmNode:
         among them), which pods may mount idmapped."""
         daemons = []
         for i, path in enumerate(self.shared):
-            socket = self.workdir / f"share{i}.sock"
             # chroot: no sandbox process of its own, so the PID file names the one to stop. cache=never:
             # both sides write these files, and each reads what the other wrote.
-            argv = [str(VIRTIOFSD), f"--socket-path={socket}", f"--shared-dir={path}", "--cache=never",
+            argv = [str(VIRTIOFSD), f"--socket-path={self._socket(f'share{i}')}", f"--shared-dir={path}", "--cache=never",
                     "--xattr", "--sandbox=chroot", "--log-level=warn"]
             daemons.append((f"share{i}", path, Component(f"virtiofsd-share{i}", argv, self.logs / f"virtiofsd-share{i}.log")))
         return daemons
+
+    def _socket(self, tag: str) -> Path:
+        """Where a share's virtiofsd listens for qemu (virtiofsd writes `<socket>.pid` beside it)."""
+        return self.workdir / f"{tag}.sock"
 
     def daemons(self) -> list[Component]:
         """The host processes this node runs: qemu and each share's virtiofsd."""
@@ -156,7 +159,7 @@ class VmNode:
     def _start_virtiofsd(self, deadline: float) -> None:
         ensure_virtiofsd()
         for tag, _, daemon in self._virtiofs():
-            socket = self.workdir / f"{tag}.sock"
+            socket = self._socket(tag)
             socket.unlink(missing_ok=True)
             daemon.start()
             wait_for(daemon, socket.exists, deadline, NodeError)
@@ -176,7 +179,7 @@ class VmNode:
             argv += ["-object", f"memory-backend-memfd,id=mem,size={self.memory_mb}M,share=on",
                      "-machine", "memory-backend=mem"]
         for tag, _, _ in self._virtiofs():
-            argv += ["-chardev", f"socket,id={tag},path={self.workdir / tag}.sock",
+            argv += ["-chardev", f"socket,id={tag},path={self._socket(tag)}",
                      "-device", f"vhost-user-fs-pci,chardev={tag},tag={tag}"]
         argv[0] = shutil.which(argv[0]) or argv[0]
         return Component("qemu", argv, self.logs / "console.log")
@@ -289,8 +292,9 @@ class VmNode:
         self.qemu.stop(grace=5)
         for tag, _, daemon in self._virtiofs():
             daemon.stop(grace=5)
-            for left in (f"{tag}.sock", f"{tag}.sock.pid"):  # the socket, and virtiofsd's own PID file
-                (self.workdir / left).unlink(missing_ok=True)
+            socket = self._socket(tag)
+            for left in (socket, socket.with_name(socket.name + ".pid")):
+                left.unlink(missing_ok=True)
         run("ip", "link", "del", TAP, check=False)
         if self.plane.components and all(c.alive() for c in self.plane.components):
             # A node that will not come back: its Node object goes too, as a cloud's node controller does.
