@@ -94,6 +94,9 @@ PLACE_ANNOTATION = "slurm.soperator.dev/topology"
 PLACEMENT_VOLUME = "placement"
 # On the pod templates of a cluster with spec.identity: a digest of sssd.conf, which SSSD reads once.
 IDENTITY_HASH_ANNOTATION = "slurm.soperator.dev/identity-hash"
+# On every object the operator applies: a digest of the object as rendered (reconcile/apply.py), so a
+# field it no longer renders makes it apply again.
+APPLIED_DIGEST_ANNOTATION = "slurm.soperator.dev/applied-digest"
 
 
 class NAMES:
@@ -130,6 +133,10 @@ class PORTS:
 # How a worker or login node that cannot ready its cgroups begins its termination message: the operator
 # turns such messages into the WorkersReady or LoginReady condition's reason (reconcile/ready_condition.py).
 CGROUPS_UNAVAILABLE = "cgroups unavailable: "
+# Likewise a user-namespaced worker that is to mount images through a /dev/fuse its node keeps closed.
+FUSE_UNAVAILABLE = "FUSE unavailable: "
+# Each such beginning, and the condition's reason for it.
+NODE_REFUSALS = {CGROUPS_UNAVAILABLE: "CgroupsUnavailable", FUSE_UNAVAILABLE: "FuseUnavailable"}
 
 
 class ENV:

@@ -68,14 +68,19 @@ def _ready(sts: dict | None) -> dict[str, int]:
             "ready": (sts.get("status") or {}).get("readyReplicas") or 0}
 
 
-def _counts(snap: Snapshot) -> dict[str, dict]:
-    """Desired and ready pods per component (controller, login) and node set, from the StatefulSets as
-    this pass left them."""
+def _node_set_counts(snap: Snapshot) -> dict[str, dict]:
+    """Desired and ready pods per node set, from the StatefulSets as this pass left them."""
+    cluster = snap.cluster
+    return {n.name: _ready(snap.live("StatefulSet", node_set_stateful_set_name(cluster, n)))
+            for n in cluster.spec.node_sets}
+
+
+def _counts(snap: Snapshot, node_sets: dict[str, dict]) -> dict[str, dict]:
+    """Desired and ready pods per component (controller, login, workers: every node set's). Apart from
+    the node sets': a node set may be named `worker`, as the quick start's is."""
     cluster = snap.cluster
     out = {c: _ready(snap.live("StatefulSet", object_name(cluster, c))) for c in (CONTROLLER, LOGIN)}
-    out.update({n.name: _ready(snap.live("StatefulSet", node_set_stateful_set_name(cluster, n)))
-                for n in cluster.spec.node_sets})
-    out[WORKER] = {k: sum(out[n.name][k] for n in cluster.spec.node_sets) for k in ("desired", "ready")}
+    out[WORKER] = {k: sum(counts[k] for counts in node_sets.values()) for k in ("desired", "ready")}
     return out
 
 
@@ -165,14 +170,15 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     # A pod the rollout deleted gets no condition: its name may already belong to the new pod.
     replaced = {p for r in plan.rollouts.values() for p in r.delete_pods} | set(plan.replacements.delete)
     pods = [p for p in snap.worker_pods if p["metadata"]["name"] not in replaced] if seen.nodes is not None else []
-    counts = _counts(snap)
+    per_node_set = _node_set_counts(snap)
+    counts = _counts(snap, per_node_set)
     all_ready = True
     for component, label in ((CONTROLLER, "Controller"), (WORKER, "Workers"), (LOGIN, "Login")):
         c = counts[component]
         ready = c["ready"] >= c["desired"]
         all_ready &= ready
         conds.append(ready_condition(label, c["ready"], c["desired"], snap.pods_of(component)))
-    node_sets, slurm_counts = slurm_status(kube, cluster, counts, body, seen, plan.scale, pods, waited, plan.sizing)
+    node_sets, slurm_counts = slurm_status(kube, cluster, per_node_set, body, seen, plan.scale, pods, waited, plan.sizing)
     conds += [seen.condition, scaled, updated, maintenance, followed] + [c for c in (sized, moved, placed, checked,
                                                                                      accounting, directory) if c]
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")

@@ -83,7 +83,8 @@ def workers_of(cluster: SlurmCluster, nodes: list[SlurmNode]) -> dict[str, Slurm
 def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], body: dict, seen: Observation,
                  plans: dict[str, Plan], pods: list[dict], waited: dict | None = None,
                  sizing: dict[str, Sizing] | None = None) -> tuple[list[dict], dict | None]:
-    """(status.nodeSets, status.slurmNodes); the worker pods' conditions and evictable labels written on the way. Slurm
+    """(status.nodeSets, status.slurmNodes); `counts`: each node set's desired and ready pods. The worker
+    pods' conditions and evictable labels written on the way. Slurm
     unknown: the counts last seen stay. `waited`: per node set, the jobs its scale-in waits for;
     `sizing`: the autoscaling node sets' plans."""
     old = {s.get("name"): s.get("slurm") for s in (body.get("status") or {}).get("nodeSets") or []}

@@ -194,6 +194,41 @@ def test_scale_change_touches_only_what_it_must(kube, kubectl, crd_installed, na
     assert login_hash == kube.get("apps/v1", "StatefulSet", namespace, "c4-login")["spec"]["template"]["metadata"]
 
 
+def test_a_field_the_spec_no_longer_sets_leaves_the_live_object(kube, kubectl, crd_installed, namespace):
+    """Found on a running cluster: a worker kept /dev/fuse after its images were no longer mounted. Every
+    field the operator rendered before and renders no more is taken out: a node selector, a resource
+    limit; and a pass after that writes nothing again."""
+    box = {"name": "box", "replicas": 1, "pyxis": {"enabled": True}}
+    _create(kubectl, namespace, "c6", plugStack={"pyxis": {"mountImages": True}},
+            nodeSets=[{**box, "scheduling": {"nodeSelector": {"disk": "ssd"}}}])
+    reconcile(kube, _body(kube, namespace, "c6"))
+    _finish_job(kubectl, namespace, "c6-populate-jail")
+    _converge(kube, namespace, "c6")
+
+    def pod_spec():
+        return kube.get("apps/v1", "StatefulSet", namespace, "c6-box")["spec"]["template"]["spec"]
+    assert pod_spec()["nodeSelector"] == {"disk": "ssd"}
+    assert "soperator.dev/fuse" in pod_spec()["containers"][0]["resources"]["limits"]
+    _create(kubectl, namespace, "c6", plugStack={"pyxis": {"mountImages": False}}, nodeSets=[box])
+    reconcile(kube, _body(kube, namespace, "c6"))
+    assert "nodeSelector" not in pod_spec()
+    assert "soperator.dev/fuse" not in pod_spec()["containers"][0]["resources"]["limits"]
+    before = kube.writes
+    reconcile(kube, _body(kube, namespace, "c6"))
+    assert kube.writes - before == 0
+
+
+def test_a_node_set_named_worker_counts_its_own_pods_in_the_status(kube, kubectl, crd_installed, namespace):
+    """Found on the quick start (whose node set is `worker`): its status showed every node set's pods."""
+    _create(kubectl, namespace, "c7", nodeSets=[{"name": "worker", "replicas": 2}, {"name": "gpu", "replicas": 1}])
+    reconcile(kube, _body(kube, namespace, "c7"))
+    _finish_job(kubectl, namespace, "c7-populate-jail")
+    _converge(kube, namespace, "c7")
+    status = _body(kube, namespace, "c7")["status"]
+    assert {s["name"]: s["desired"] for s in status["nodeSets"]} == {"worker": 2, "gpu": 1}
+    assert status["workers"]["desired"] == 3
+
+
 def test_bad_spec_sets_condition_and_event_and_creates_nothing(kube, kubectl, crd_installed, namespace):
     # Valid for the CRD schema, invalid for the models: a hostlist range that runs backwards.
     # The CRD cannot compare quantities: the default 4Gi limit stays under an 8Gi request.
