@@ -204,7 +204,10 @@ int soperator_enter_session(const char *jail, char *err, size_t errlen)
 
 int soperator_restrict_task(int allow_userns, char *err, size_t errlen)
 {
-    if (limit_capabilities(-1, err, errlen) != 0)
+    /* Where tasks may create user namespaces (Pyxis), root keeps CAP_SETFCAP if the worker has it (only
+     * user-namespaced Pyxis workers do, over their own namespace): enroot maps root's container to
+     * root, which Linux 5.12+ allows only to a creator holding it. */
+    if (limit_capabilities(allow_userns ? CAP_SETFCAP : -1, err, errlen) != 0)
         return -1;
     return soperator_restrict_sessions(allow_userns, err, errlen);
 }

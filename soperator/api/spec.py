@@ -159,6 +159,11 @@ class LoginSpec(ComponentBase):
         description="the only keys root may log in with; none (the default): root cannot log in by ssh")
     allow_forwarding: bool = Field(default=False, description="allow ssh TCP and agent forwarding")
     session_limits: SessionLimits = Field(default_factory=SessionLimits)
+    host_users: bool = Field(
+        default=True, description="false: the login pods run in a user namespace of their own (the pod's "
+        "hostUsers), so root in an ssh session or the login container is an unprivileged id on the Kubernetes "
+        "node. Needs the nodes nodeSets[].hostUsers does and, with sessionLimits, the operator chart's "
+        "cgroupDelegate (docs/security.md)")
 
 
 class JailVolume(ApiModel):
@@ -270,7 +275,6 @@ class Autoscale(ApiModel):
 
 HOST_USERS_DEVICES = ("hostUsers: false with gpus or gres: Slurm's device confinement needs the Kubernetes node's "
                       "user namespace, so a job could open every device of its worker")
-HOST_USERS_PYXIS = "hostUsers: false with pyxis.enabled: container jobs in user-namespaced workers are not supported yet"
 
 
 class NodeSetSpec(ComponentBase):
@@ -291,9 +295,7 @@ class NodeSetSpec(ComponentBase):
          "self.replicas >= (has(self.autoscale.min) ? self.autoscale.min : 0))",
          "replicas: outside autoscale's min and max (autoscale sizes the node set; leave replicas out)"),
         ("!has(self.hostUsers) || self.hostUsers || ((!has(self.gpus) || self.gpus == 0) && "
-         "(!has(self.gres) || size(self.gres) == 0))", HOST_USERS_DEVICES),
-        ("!has(self.hostUsers) || self.hostUsers || !has(self.pyxis) || !has(self.pyxis.enabled) || "
-         "!self.pyxis.enabled", HOST_USERS_PYXIS)))
+         "(!has(self.gres) || size(self.gres) == 0))", HOST_USERS_DEVICES)))
 
     name: NodeSetName
     # Not filled in by the apiserver (no schema default): an autoscaling node set leaves it out, and a
@@ -346,7 +348,8 @@ class NodeSetSpec(ComponentBase):
         "so root in a job step or the worker is an unprivileged id on the Kubernetes node. Needs nodes that "
         "run such pods (Kubernetes 1.33+, containerd 2+, runc 1.2+, Linux 6.3+, the jail on a file system "
         "that supports idmapped mounts: not NFS) and, with Slurm's cgroup plugins, the operator chart's "
-        "cgroupDelegate; no gpus or gres, no Pyxis (docs/security.md)")
+        "cgroupDelegate; with Pyxis mounting images, a /dev/fuse of mode 0666 on the node (udev's default); "
+        "no gpus or gres (docs/security.md)")
 
     @model_validator(mode="after")
     def _user_namespace_fits(self) -> "NodeSetSpec":
@@ -354,8 +357,6 @@ class NodeSetSpec(ComponentBase):
             return self
         if self.gpus or self.gres:
             raise AtField(("hostUsers",), HOST_USERS_DEVICES.split(": ", 1)[1])
-        if self.pyxis.enabled:
-            raise AtField(("hostUsers",), HOST_USERS_PYXIS.split(": ", 1)[1])
         return self
 
     @model_validator(mode="after")

@@ -1,7 +1,8 @@
-"""The operator chart's cgroup-delegate DaemonSet: on its node, each soperator worker pod that runs in a
-user namespace (a node set with `hostUsers: false`) gets its container's cgroups delegated (host.py)
-once the kubelet reports the container running. The worker waits for that before it starts slurmd
-(soperator/node/cgroups.py).
+"""The operator chart's cgroup-delegate DaemonSet: on its node, each soperator worker or login pod that
+runs in a user namespace (a node set's or spec.login's `hostUsers: false`) gets its container's cgroups
+delegated (host.py) once the kubelet reports the container running. The worker waits for that before
+it starts slurmd (soperator/node/cgroups.py), the login node before sshd takes sessions
+(soperator/node/session_limits.py).
 
 A container is delegated once, when it starts, while only the worker's own entrypoint runs in it: a
 job's processes never decide whose it is. A restarted container is a new one (a new ID)."""
@@ -13,11 +14,11 @@ import time
 from dataclasses import dataclass
 
 from soperator.cgroup_delegate import host
-from soperator.node.layout import COMPONENT_LABEL, MANAGED_BY_LABEL, OPERATOR, WORKER
+from soperator.node.layout import COMPONENT_LABEL, LOGIN, MANAGED_BY_LABEL, OPERATOR, WORKER
 
 log = logging.getLogger("soperator.cgroup_delegate")
 
-WORKER_SELECTOR = f"{COMPONENT_LABEL}={WORKER},{MANAGED_BY_LABEL}={OPERATOR}"
+NODE_SELECTOR = f"{COMPONENT_LABEL} in ({WORKER},{LOGIN}),{MANAGED_BY_LABEL}={OPERATOR}"
 # The server ends each watch before the client's read timeout (kube.REQUEST_TIMEOUT); the next one
 # begins with every pod again.
 WATCH_SECONDS = 50
@@ -104,7 +105,7 @@ def watch_forever(kube, node_name: str, agent: Agent, stop: threading.Event) -> 
     selector = f"spec.nodeName={node_name}"
     while not stop.is_set():
         try:
-            for event, pod in kube.watch_pods(selector, WORKER_SELECTOR, WATCH_SECONDS):
+            for event, pod in kube.watch_pods(selector, NODE_SELECTOR, WATCH_SECONDS):
                 agent.saw(event, pod)
                 if stop.is_set():
                     return

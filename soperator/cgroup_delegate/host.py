@@ -19,7 +19,11 @@ import os
 from dataclasses import dataclass
 
 from soperator.node.cgroups import V1_CONTROLLERS
+from soperator.node.session_limits import CONTROLLERS as SESSION_CONTROLLERS
 
+# Slurm's hierarchies for workers, and cpu for login nodes' session limits (a hierarchy of its own on
+# nodes that do not mount it with cpuacct, as the test node does).
+V1_DELEGATED = tuple(dict.fromkeys(V1_CONTROLLERS + SESSION_CONTROLLERS))
 V1_FILES = ("cgroup.procs", "tasks")
 V2_FILES = ("cgroup.procs", "cgroup.subtree_control", "cgroup.threads")
 KERNEL_DELEGATE_LIST = "/sys/kernel/cgroup/delegate"
@@ -52,7 +56,7 @@ def hierarchies(cgroup_root: str) -> tuple[list[str], tuple[str, ...]]:
         except OSError:
             files = V2_FILES
         return [cgroup_root], files
-    found = [os.path.join(cgroup_root, c) for c in V1_CONTROLLERS]
+    found = [os.path.join(cgroup_root, c) for c in V1_DELEGATED]
     missing = [p for p in found if not os.path.isdir(p)]
     if missing:
         raise DelegationError(f"cgroup v1 without {', '.join(missing)}")

@@ -66,7 +66,7 @@ def await_delegation(node: str, points: list[str], seconds: float = DELEGATION_S
             return
         if time.monotonic() >= deadline:
             raise CgroupError(
-                f"node {node}: this worker runs in a user namespace (hostUsers: false) and its cgroups "
+                f"node {node}: this container runs in a user namespace (hostUsers: false) and its cgroups "
                 f"({foreign[0]}) were not delegated to it within {seconds:.0f} s: the node needs the operator "
                 "chart's cgroupDelegate DaemonSet, or a runtime that delegates them (the systemd cgroup driver "
                 "with containerd's cgroup_writable, on cgroup v2)")

@@ -7,6 +7,7 @@ import pwd
 import resource
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ from .database import ensure_account, prepare_datadir, server_argv
 from .fresh_boot import forget_refusal, record, take_over
 from .hold import hold, release
 from .job_dirs import clear_job_dirs
-from .layout import CGROUPS_UNAVAILABLE, ENV, FUSE_DEVICE, PATHS
+from .layout import CGROUPS_UNAVAILABLE, ENV, FUSE_DEVICE, FUSE_UNAVAILABLE, PATHS
 from .identity import share_with_jail, start_sssd
 from .mounts import (CONTAINER_RUNTIME, CONTAINERS, LOGIN, USER_DIRS, WORKER, bind, bind_into_jail, harden_jail,
                      mount_private_proc, use_jail_accounts)
@@ -97,8 +98,9 @@ def controller(sup: Supervisor) -> None:
 
 def sticky_shm() -> None:
     """A kubelet makes the Memory emptyDir at /dev/shm 0777: without the sticky bit any user could
-    delete or replace another user's MPI/NCCL segments."""
-    if os.path.isdir(PATHS.shm):
+    delete or replace another user's MPI/NCCL segments. The runtime's own /dev/shm (login pods) is
+    sticky already, and in a user namespace not the pod's to change: left as it is."""
+    if os.path.isdir(PATHS.shm) and stat.S_IMODE(os.stat(PATHS.shm).st_mode) != 0o1777:
         os.chmod(PATHS.shm, 0o1777)
 
 
@@ -239,7 +241,8 @@ def enable_containers() -> None:
         bound.append(PATHS.jail_enroot_conf)
     open(PATHS.userns_mark, "w").close()
     log(f"container jobs (Pyxis): bound into the jail: {', '.join(bound)}; job steps may create user namespaces; "
-        f"each step's user gets its own {', '.join(USER_DIRS)}; {open_fuse_to_users()}")
+        f"each step's user gets its own {', '.join(USER_DIRS)}; "
+        f"{open_fuse_to_users(node=os.environ.get(ENV.node_name, '?'))}")
 
 
 def start_image_cache(sup: Supervisor) -> None:
@@ -249,18 +252,35 @@ def start_image_cache(sup: Supervisor) -> None:
         sup.start_restartable("image-cache", [sys.executable, "-P", "-m", "soperator_node", "image-cache"])
 
 
-def open_fuse_to_users(device: str = FUSE_DEVICE) -> str:
+def open_fuse_to_users(device: str = FUSE_DEVICE, node: str = "?") -> str:
     """/dev/fuse, when the pod was given it (spec.plugStack.pyxis.mountImages), for the users whose
-    squashfuse mounts their images. The runtime makes the container's node with the node's mode, which
-    is root's alone where no udev rule widened it (0600 on the test host; distributions' rule makes it
-    0666, FUSE's own checks keep users apart). Only a node made in this container's own /dev is
-    changed: the /dev of the jail is a bind of it; a node's device bound in is never touched."""
+    squashfuse mounts their images. Outside a user namespace the runtime makes the container's own node
+    with the node's mode, which is root's alone where no udev rule widened it (0600 on the test host;
+    distributions' rule makes it 0666, FUSE's own checks keep users apart): it is opened here. In a user
+    namespace (hostUsers: false) the runtime binds the node's own device, which nobody in the pod owns,
+    so root and users alike open it only if the node made it 0666: otherwise no image can be mounted on
+    this worker, and it refuses to start, naming the node (the Ready condition carries it). The /dev of
+    the jail is a bind of this container's."""
     if not os.path.exists(device):
         return f"no {device}"
-    if os.stat(device).st_dev != os.stat(os.path.dirname(device)).st_dev:
-        return f"{device} is the node's own, left as it is"
-    os.chmod(device, 0o666)
-    return f"{device} open to users (squashfuse)"
+    if os.stat(device).st_dev == os.stat(os.path.dirname(device)).st_dev:
+        os.chmod(device, 0o666)
+        return f"{device} open to users (squashfuse)"
+    mode = stat.S_IMODE(os.stat(device).st_mode)
+    refusal = closed_fuse(node, device, mode)
+    if refusal:
+        raise NodeError(f"{FUSE_UNAVAILABLE}{refusal}")
+    return f"{device} is the node's own, open to users (mode {mode:04o})"
+
+
+def closed_fuse(node: str, device: str, mode: int) -> str | None:
+    """Why a user-namespaced worker cannot use the node's own /dev/fuse of this mode, if it cannot: the
+    pod's ids are neither its owner nor its group."""
+    if mode & 0o006 == 0o006:
+        return None
+    return (f"node {node}: its {device} is mode {mode:04o}, which a worker in a user namespace can neither open "
+            "nor change, so no container image can be mounted here (plugStack.pyxis.mountImages): make it 0666 "
+            "on the node, as udev's default rule does")
 
 
 def forget_node(name: str, instance: str) -> None:

@@ -19,6 +19,10 @@ session, root's included, can move itself out or raise its limit.
   the leaf `system`, so that the root may hand memory and cpu down to `users`.
 - cgroup v1: `users` in the memory and cpu hierarchies. A v1 child may not have more CPU quota than
   its parent: the quota is capped at the pod's.
+In a user namespace (spec.login.hostUsers: false) the container's cgroups are the node's root's until
+the operator chart's cgroup delegate hands them to the pod's root: `ready` waits for that. On either
+kernel the move is then allowed: the process moved is root's, as the writer is (v1 refuses a user-namespaced
+root only another user's task, which is why user-namespaced workers refuse v1).
 """
 from __future__ import annotations
 
@@ -26,8 +30,8 @@ import argparse
 import os
 import pwd
 
-from .cgroups import (CGROUP_ROOT, CgroupError, check_own_v2, make_writable, mounted_at, on_this_kernel,
-                      own_v1_hierarchies, read, v1_hierarchies)
+from .cgroups import (CGROUP_ROOT, CgroupError, await_delegation, check_own_v2, in_user_namespace, make_writable,
+                      mounted_at, on_this_kernel, own_v1_hierarchies, read, v1_hierarchies)
 from .layout import PATHS
 from .mounts import Mount, parse_mountinfo
 
@@ -103,8 +107,10 @@ def _move_all(source: str, target: str) -> int:
     raise CgroupError(f"processes keep appearing in {source}: cannot empty it for {PURPOSE}")
 
 
-def _ready_v2(node: str, root: Mount, own: dict[str, str]) -> str:
+def _ready_v2(node: str, root: Mount, own: dict[str, str], delegated: bool) -> str:
     check_own_v2(node, root, own)
+    if delegated:
+        await_delegation(node, [CGROUP_ROOT])
     missing = [c for c in CONTROLLERS if c not in read(f"{CGROUP_ROOT}/cgroup.controllers").split()]
     if missing:
         raise CgroupError(f"node {node}: the login container's cgroup lacks the controllers {', '.join(missing)} "
@@ -126,20 +132,25 @@ def hand_down_v2() -> str:
     return f"cgroup v2: {moved} processes in {system}, each ssh user's sessions in {users}/<uid>"
 
 
-def _ready_v1(node: str, entries: list[Mount], own: dict[str, str]) -> str:
+def _ready_v1(node: str, entries: list[Mount], own: dict[str, str], delegated: bool) -> str:
     hierarchies = own_v1_hierarchies(node, entries, own, CONTROLLERS, PURPOSE)
     points = sorted({hierarchies[c].point for c in CONTROLLERS})
+    if delegated:
+        await_delegation(node, points)
     make_writable(node, entries, points, PURPOSE)
     for point in points:
         os.makedirs(f"{point}/{USERS}", exist_ok=True)
     return f"cgroup v1: each ssh user's sessions in {USERS}/<uid> of {', '.join(points)}"
 
 
-def ready(node: str) -> str:
-    """Make the login container's cgroups take users' sessions; raises CgroupError naming the node and
-    what it lacks. Returns what was done, for the log."""
-    return on_this_kernel(node, PURPOSE, lambda root, own: _ready_v2(node, root, own),
-                          lambda entries, _, own: _ready_v1(node, entries, own))
+def ready(node: str, uid_map: str | None = None) -> str:
+    """Make the login container's cgroups take users' sessions (in a user namespace: once they are
+    delegated to it); raises CgroupError naming the node and what it lacks. Returns what was done, for
+    the log."""
+    delegated = in_user_namespace(uid_map if uid_map is not None else read("/proc/self/uid_map"))
+    done = on_this_kernel(node, PURPOSE, lambda root, own: _ready_v2(node, root, own, delegated),
+                          lambda entries, _, own: _ready_v1(node, entries, own, delegated))
+    return done + (" (delegated to this user namespace's root)" if delegated else "")
 
 
 def _v1_parent_quota(cpu_dir: str) -> tuple[int, int]:

@@ -12,6 +12,15 @@ from soperator.render.nodes import (LOGIN_CAPABILITIES, headless_service, jail_m
 from soperator.render.secrets import ssh_host_keys_secret_name
 
 
+def login_security_context(cluster: SlurmCluster) -> Obj:
+    """In a user namespace /proc is unmasked, as on user-namespaced workers (render/worker.py): the jail
+    plugin mounts each session's own procfs, and masks it itself."""
+    context = node_security_context(LOGIN_CAPABILITIES)
+    if not cluster.spec.login.host_users:
+        context["procMount"] = "Unmasked"
+    return context
+
+
 def login_stateful_set(cluster: SlurmCluster) -> Obj:
     spec = cluster.spec
     container = {
@@ -27,7 +36,7 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
                 {"name": ENV.conf_server, "value": conf_server(cluster)},
                 {"name": ENV.node_name, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "ports": [{"name": "ssh", "containerPort": PORTS.ssh, "protocol": "TCP"}],
-        "securityContext": node_security_context(LOGIN_CAPABILITIES),
+        "securityContext": login_security_context(cluster),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster) + [
             {"name": "sshd-config", "mountPath": PATHS.sshd_config_dir, "readOnly": True},
             {"name": "ssh-host-keys", "mountPath": PATHS.ssh_host_keys, "readOnly": True},
@@ -43,6 +52,8 @@ def login_stateful_set(cluster: SlurmCluster) -> Obj:
         *identity_volumes(cluster),
     ]
     pod = node_pod(cluster, spec.login, container, volumes, grace_seconds=30)
+    if not spec.login.host_users:
+        pod["hostUsers"] = False
     # sshd reads its config once: a change to it rolls the login pods (Slurm's reaches sackd by reconfigure).
     digest = sshd_config_hash(cluster)
     return stateful_set(cluster, LOGIN, spec.login.replicas, pod,

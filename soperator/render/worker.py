@@ -29,6 +29,7 @@ ENROOT_SQUASH_DEFAULT = "-comp lzo -noD -exit-on-error"
 LOCAL_VOLUME = "local"
 AFFINITY_CAPABILITY = "SYS_NICE"
 IMPORT_CAPABILITY = "MKNOD"
+ROOT_MAP_CAPABILITY = "SETFCAP"
 
 
 def node_set_stateful_set_name(cluster: SlurmCluster, node_set: NodeSetSpec) -> str:
@@ -81,11 +82,17 @@ def _health_check_env(cluster: SlurmCluster) -> list[Obj]:
 
 def _cgroups_env(cluster: SlurmCluster) -> list[Obj]:
     """Where slurm.conf names a plugin that works through cgroups, the worker readies its own cgroups
-    for slurmd (soperator/node/cgroups.py), and names its Kubernetes node when it cannot."""
-    if not uses_cgroups(cluster.spec.slurm_config):
+    for slurmd (soperator/node/cgroups.py)."""
+    return [{"name": ENV.slurm_cgroups, "value": "true"}] if uses_cgroups(cluster.spec.slurm_config) else []
+
+
+def _node_name_env(cluster: SlurmCluster, node_set: NodeSetSpec) -> list[Obj]:
+    """The Kubernetes node, for the worker to name when it cannot ready its cgroups, or, in a user
+    namespace, when it cannot mount images: the node's /dev/fuse is closed to it (roles.open_fuse_to_users)."""
+    mounts = node_set.pyxis.enabled and cluster.spec.plug_stack.pyxis.mount_images and not node_set.host_users
+    if not (mounts or uses_cgroups(cluster.spec.slurm_config)):
         return []
-    return [{"name": ENV.slurm_cgroups, "value": "true"},
-            {"name": ENV.node_name, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
+    return [{"name": ENV.node_name, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
 
 
 def import_squash_options(node_set: NodeSetSpec) -> str:
@@ -130,11 +137,15 @@ def worker_security_context(cluster: SlurmCluster, node_set: NodeSetSpec) -> Obj
     these workers only). With an image cache it keeps CAP_MKNOD too (containerd's and Docker's
     default, which we drop elsewhere): the cache's imports (root's) turn an image's whiteouts into
     overlay ones with mknod (measured: "enroot-aufs2ovlfs: failed to set capabilities" without it).
-    Tasks still drop it."""
+    Tasks still drop it. In a user namespace it also keeps CAP_SETFCAP, over its own namespace, and so
+    do root's tasks (spank_chroot/restrict.c): enroot maps root's container to root, which Linux 5.12+
+    allows only to a creator holding it (measured: "enroot-nsenter: failed to create user namespace")."""
     binds = "task/affinity" in cluster.spec.slurm_config.task_plugin.split(",")
     pyxis = node_set.pyxis.enabled
     imports = pyxis and node_set.pyxis.image_cache.enabled
-    context = node_security_context(NODE_CAPABILITIES + (AFFINITY_CAPABILITY,) * binds + (IMPORT_CAPABILITY,) * imports)
+    root_map = pyxis and not node_set.host_users
+    context = node_security_context(NODE_CAPABILITIES + (AFFINITY_CAPABILITY,) * binds + (IMPORT_CAPABILITY,) * imports
+                                    + (ROOT_MAP_CAPABILITY,) * root_map)
     if not node_set.host_users:
         # In a user namespace the kernel mounts no new procfs while the runtime's masks cover /proc, and
         # the jail plugin mounts one for each step and session (and masks it itself). The worker's own
@@ -184,7 +195,7 @@ def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: 
                 *_slurm_node_env(node_set), *place_env,
                 # Part of the node's InstanceId in Slurm: which pod (and container) registered it.
                 {"name": ENV.pod_uid, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
-                *pyxis_env, *_health_check_env(cluster), *_cgroups_env(cluster)],
+                *pyxis_env, *_health_check_env(cluster), *_cgroups_env(cluster), *_node_name_env(cluster, node_set)],
         "ports": [{"name": "slurmd", "containerPort": PORTS.slurmd, "protocol": "TCP"}],
         "securityContext": worker_security_context(cluster, node_set),
         "volumeMounts": slurm_mounts(configs=False) + jail_mounts(cluster, node_set.sub_mounts) + local_mounts + [

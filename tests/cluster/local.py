@@ -27,7 +27,9 @@ class LocalCluster:
         self.plane = ControlPlane(self.workdir / "plane", address=NODE_IP)
         self.node = Node(self.plane, self.workdir / "node")
         # The second node (a VM, cgroup v2), started only on request; it shares the volumes (the jail).
-        self.vm = VmNode(self.plane, self.workdir / "vm", shared=(self.volumes,))
+        # Its kubelet's root at the host node's path (on the VM's own disk): the operator chart installs the
+        # seccomp profile under one kubeletRootDir on every node, as on a cluster whose nodes agree.
+        self.vm = VmNode(self.plane, self.workdir / "vm", shared=(self.volumes,), kubelet_dir=self.node.workdir / "kubelet")
 
     @property
     def volumes(self) -> Path:

@@ -18,7 +18,7 @@ import sys
 import time
 
 SHARE = os.path.dirname(os.path.abspath(__file__))
-MODULES = ("overlay", "virtiofs", "bridge", "br_netfilter", "veth", "virtio_net", "nf_conntrack", "nf_nat", "nf_tables",
+MODULES = ("overlay", "fuse", "virtiofs", "bridge", "br_netfilter", "veth", "virtio_net", "nf_conntrack", "nf_nat", "nf_tables",
            "nft_compat", "nft_chain_nat", "xt_conntrack", "xt_comment", "xt_mark", "xt_MASQUERADE", "xt_nat",
            "xt_addrtype", "xt_statistic", "xt_multiport", "xt_tcpudp", "ipt_REJECT", "iptable_nat", "iptable_filter")
 SYSCTLS = {"net/ipv4/ip_forward": "1", "net/bridge/bridge-nf-call-iptables": "1"}
@@ -53,6 +53,9 @@ def prepare(config: dict) -> None:
     missing = [m for m in MODULES if subprocess.run(["modprobe", m], capture_output=True).returncode != 0]
     if missing:
         log(f"modules not loaded: {' '.join(missing)}")
+    # As udev's default rule makes it on the nodes users run (devtmpfs alone makes it 0600): a
+    # user-namespaced worker mounts images only through the node's own, which it cannot chmod.
+    os.chmod("/dev/fuse", 0o666)
     for name, value in SYSCTLS.items():
         with open(f"/proc/sys/{name}", "w") as out:
             out.write(value)

@@ -88,8 +88,9 @@ class ImageStore:
 
 class VmNode:
     def __init__(self, plane: ControlPlane, workdir: Path, shared: tuple[Path, ...] = (), memory_mb: int = 3072,
-                 cpus: int = 2):
-        self.plane, self.workdir, self.shared = plane, workdir, shared
+                 cpus: int = 2, kubelet_dir: Path = Path("/var/lib/kubelet")):
+        """`kubelet_dir`: the kubelet's --root-dir in the VM (on its own disk)."""
+        self.plane, self.workdir, self.shared, self.kubelet_dir = plane, workdir, shared, kubelet_dir
         self.memory_mb, self.cpus = memory_mb, cpus
         self.logs = workdir / "logs"
         self.qemu: Component | None = None
@@ -271,7 +272,7 @@ class VmNode:
             "processes": [
                 ["containerd", [str(bins["containerd"]), "--config", str(work / "containerd.toml")]],
                 ["kubelet", [str(bins["kubelet"]), f"--config={work / 'kubelet.yaml'}",
-                             f"--kubeconfig={work / 'kubelet.kubeconfig'}", "--root-dir=/var/lib/kubelet",
+                             f"--kubeconfig={work / 'kubelet.kubeconfig'}", f"--root-dir={self.kubelet_dir}",
                              "--cert-dir=/var/lib/kubelet/pki", f"--node-ip={ADDRESS}", f"--hostname-override={NAME}",
                              "--v=1"]],
                 ["kube-proxy", [str(bins["kube-proxy"]), f"--config={work / 'kube-proxy.yaml'}", "--v=1"]],

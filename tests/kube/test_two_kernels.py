@@ -15,7 +15,8 @@ A third node set, `userns`, runs on the VM in a user namespace of its own (hostU
 mounted idmapped over virtio-fs), its cgroup handed to its root by the operator chart's cgroup
 delegate: there Slurm's cgroup plugins confine root's jobs and every other user's (which cgroup v1
 cannot do, tests/kube/test_user_namespaced_worker.py), and root in a step is an unprivileged id on
-the VM."""
+the VM. It is a Pyxis node set that mounts images (the VM's /dev/fuse is 0666, as udev makes it):
+root's and a user's container jobs run there."""
 from __future__ import annotations
 
 import json
@@ -30,7 +31,7 @@ from tests.cluster.vm_node import TOLERATION
 from tests.kube.conftest import adopt_crd
 from tests.support.quickstart_run import module_namespace, new_ssh_key, quickstart_login, quickstart_uninstall
 from tests.support.ssh_session import Login
-from tests.support.user_namespace import delegated, root_step_is_unprivileged
+from tests.support.user_namespace import container_jobs_run, delegated, image_in_jail, root_step_is_unprivileged
 from tests.support.wait import until
 
 pytestmark = [pytest.mark.kube, pytest.mark.e2e]
@@ -40,6 +41,8 @@ HOST_WORKER, VM_WORKER, USERNS_WORKER = f"{NAME}-worker-0", f"{NAME}-emulated-0"
 # Both VM workers fit its memory: RealMemory 600 MiB (jobs here ask for 100M) and the daemons beside.
 VM_MEMORY = {"realMemoryMib": 600}
 ON_VM = {"scheduling": {"nodeSelector": {"kubernetes.io/hostname": VM_NAME}, "tolerations": [TOLERATION]}}
+# Images mounted (squashfuse through the node's /dev/fuse), no registry: no image cache.
+USERNS_PYXIS = {"enabled": True, "storageSize": "2Gi", "imageCache": {"enabled": False}}
 # The CR's own Slurm defaults (the quick start's too), named here so that the test holds them.
 CR_DEFAULTS = {"proctrackType": "proctrack/cgroup", "taskPlugin": "task/cgroup,task/affinity"}
 # A harmless device as the test gres's file: a job that was not given the gres cannot open it.
@@ -76,10 +79,12 @@ def cluster(two_nodes, local_cluster, tools, kubectl, crd_installed, namespace, 
     values = work / "values.json"
     for host, leaf in LEAVES.items():
         kubectl("label", "node", host, "--overwrite", f"{LEAF}={leaf}")
-    values.write_text(json.dumps({"spec": {"slurmConfig": CR_DEFAULTS, "topology": {"tree": {"levels": [LEAF]}}, "nodeSets": [
+    values.write_text(json.dumps({"spec": {"slurmConfig": CR_DEFAULTS, "topology": {"tree": {"levels": [LEAF]}},
+                                           "plugStack": {"pyxis": {"mountImages": True}}, "nodeSets": [
         {"name": "worker", "replicas": 1, "cpus": 2, **TEST_GRES},
         {"name": "emulated", "replicas": 1, "cpus": 2, **TEST_GRES, **VM_MEMORY, **ON_VM},
-        {"name": "userns", "replicas": 1, "cpus": 2, "hostUsers": False, **VM_MEMORY, **ON_VM}]}}))
+        {"name": "userns", "replicas": 1, "cpus": 2, "hostUsers": False, "pyxis": USERNS_PYXIS, **VM_MEMORY,
+         **ON_VM}]}}))
     login = quickstart_login(local_cluster, tools, kubectl, namespace, NAME, key_file, "--timeout", "1200", "--nodes", "2",
                              "--values", str(values), "--set-operator", "cgroupDelegate.enabled=true", timeout=1500)
     yield login
@@ -217,6 +222,22 @@ def test_on_cgroup_v2_a_user_namespaced_worker_confines_every_users_steps_as_an_
     slurmd = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "slurmd")
     delegated(kubectl, namespace, USERNS_WORKER, slurmd["containerID"], first_host,
               "--field-selector", f"spec.nodeName={VM_NAME}")
+
+
+def test_container_jobs_mount_their_image_on_a_user_namespaced_worker_for_root_and_a_user(
+        cluster, local_cluster, kubectl, namespace, tmp_path):
+    """Pyxis with hostUsers: false. enroot maps root's container to root, which needs CAP_SETFCAP (the
+    pod's own user namespace's, the worker's only); the image is mounted through the VM's own /dev/fuse,
+    which the runtime binds into the pod (0666 there, as udev makes it on the nodes users run); a user's
+    --container-remap-root is root inside only. Nothing is unpacked for either."""
+    login = cluster
+    image = image_in_jail(local_cluster.volumes / f"{namespace}-{NAME}-jail", tmp_path)
+    login.run("id -u carol >/dev/null 2>&1 || useradd -m -u 2003 -s /bin/bash carol")
+    # The step's root is the overlay over the mounted image (unpacked, it would be the volume's own).
+    assert container_jobs_run(login, USERNS_WORKER, image, "carol", 2003, "stat -f -c %T /") == ["overlayfs"] * 3
+    data = [f"/run/enroot/user-{uid}/data" for uid in (0, 2003)]  # enroot's, on the worker's own volume
+    assert kubectl("-n", namespace, "exec", USERNS_WORKER, "-c", "slurmd", "--", "ls", "-A", *data).stdout.split() == [
+        f"{d}:" for d in data]
 
 
 # The login node's per-user cgroup tree (soperator/node/session_limits.py) in the VM worker's container:

@@ -206,6 +206,42 @@ def test_only_a_node_set_without_host_users_runs_in_a_user_namespace_with_proc_u
         assert "hostUsers" not in objects[("StatefulSet", name)]["spec"]["template"]["spec"]
 
 
+def test_login_pods_run_in_a_user_namespace_with_proc_unmasked_only_when_asked(keys):
+    """Each ssh session gets its own procfs from the jail plugin, as a step does: unmasked /proc, which
+    Kubernetes allows only with a user namespace."""
+    def login(**spec) -> dict:
+        objects = _by_kind_name(render_all(make_cluster(**spec), keys))
+        return objects[("StatefulSet", "demo-login")]["spec"]["template"]["spec"]
+
+    own, shared = login(login={"hostUsers": False}), login()
+    assert own["hostUsers"] is False and own["containers"][0]["securityContext"]["procMount"] == "Unmasked"
+    assert "hostUsers" not in shared and "procMount" not in shared["containers"][0]["securityContext"]
+    assert {k: v for k, v in own["containers"][0]["securityContext"].items() if k != "procMount"} == \
+        shared["containers"][0]["securityContext"]
+
+
+def test_a_user_namespaced_pyxis_worker_may_map_root_and_names_its_node_when_it_mounts_images(keys):
+    """enroot maps a container's root to the step's (0 to 0 for root): since Linux 5.12 that map needs
+    CAP_SETFCAP, which only user-namespaced Pyxis workers get (a capability of their own user namespace).
+    Mounting images there needs the node's /dev/fuse open to the pod: the worker names its node when not."""
+    sets = [{"name": "own", "hostUsers": False, "pyxis": {"enabled": True}}, {"name": "shared", "pyxis": {"enabled": True}},
+            {"name": "plain", "hostUsers": False}]
+
+    def containers(mount_images: bool) -> dict:
+        cluster = make_cluster(nodeSets=sets, slurmConfig={"proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none"},
+                               plugStack={"pyxis": {"mountImages": mount_images}})
+        objects = _by_kind_name(render_all(cluster, keys))
+        return {n["name"]: objects[("StatefulSet", f"demo-{n['name']}")]["spec"]["template"]["spec"]["containers"][0]
+                for n in sets}
+
+    for mount_images in (False, True):
+        seen = containers(mount_images)
+        caps = {name: c["securityContext"]["capabilities"]["add"] for name, c in seen.items()}
+        assert "SETFCAP" in caps["own"] and "SETFCAP" not in caps["shared"] and "SETFCAP" not in caps["plain"]
+        named = {name for name, c in seen.items() if any(e["name"] == "SOPERATOR_NODE_NAME" for e in c["env"])}
+        assert named == ({"own"} if mount_images else set())
+
+
 def test_a_pyxis_node_set_may_name_another_installed_profile_or_none():
     def profile(seccomp: dict) -> dict:
         node_set = NodeSetSpec.model_validate({"name": "b", "pyxis": {"enabled": True, "seccompProfile": seccomp}})

@@ -243,6 +243,26 @@ def test_what_root_keeps_after_each_restriction(restrict, keeps_sys_admin):
     assert userns != "0"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+@pytest.mark.parametrize("allow_userns", [0, 1])
+def test_root_keeps_setfcap_to_map_itself_only_where_tasks_may_create_user_namespaces(allow_userns):
+    """enroot maps root's container to root (uid_map `0 0 1`), which Linux 5.12+ allows only to a
+    creator with CAP_SETFCAP: a task keeps it on Pyxis workers (allow_userns) when the worker has it
+    (user-namespaced Pyxis workers only), and loses it everywhere else."""
+    def child(out):
+        if lib.soperator_restrict_task(allow_userns, _err(), 512) != 0:
+            return 3
+        bounding = int([ln.split()[1] for ln in open("/proc/self/status") if ln.startswith("CapBnd")][0], 16)
+        mapped = subprocess.run(["unshare", "--user", "--map-root-user", "true"], capture_output=True)
+        os.write(out, f"{bounding >> 31 & 1} {mapped.returncode}".encode())
+        return 0
+
+    code, data = _in_child(child)
+    assert code == 0, data
+    setfcap, mapped = data.decode().split()  # CAP_SETFCAP is bit 31
+    assert setfcap == str(allow_userns) and (mapped == "0") == bool(allow_userns)
+
+
 # x86_64 numbers: io_uring_setup, io_uring_enter, io_uring_register, bpf, keyctl, add_key, request_key,
 # userfaultfd. Called with arguments no kernel accepts, so only the filter decides between ENOSYS and
 # the kernel's own error.

@@ -74,8 +74,6 @@ NODE_SET_CASES = [
      "device confinement needs the Kubernetes node's user namespace"),
     ({"nodeSets": [{"name": "cpu", "hostUsers": False, "gres": ["shard:2"]}]}, "spec.nodeSets[0].hostUsers",
      "false with gpus or gres"),
-    ({"nodeSets": [{"name": "cpu", "hostUsers": False, "pyxis": {"enabled": True}}]}, "spec.nodeSets[0].hostUsers",
-     "container jobs in user-namespaced workers are not supported yet"),
     ({"nodeSets": [{"name": "a" * 41}]}, "spec.nodeSets[0].name", "at most 40"),
     ({"nodeSets": []}, "spec.nodeSets", "at least 1"),
     ({"nodeSets": [{"name": "cpu", "replicas": 600}, {"name": "gpu", "replicas": 600}]}, "spec.nodeSets",

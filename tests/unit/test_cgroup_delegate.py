@@ -11,7 +11,7 @@ import pytest
 
 from soperator.cgroup_delegate import host
 from soperator.cgroup_delegate.agent import Agent, running_containers
-from soperator.node.cgroups import CgroupError, V1_CONTROLLERS, await_delegation, in_user_namespace
+from soperator.node.cgroups import CgroupError, await_delegation, in_user_namespace
 
 UID = "6f0c3c1e-8d5b-4b3a-9a51-0c2f5d1e7a10"
 CID = "a" * 64
@@ -54,7 +54,7 @@ def test_a_container_is_found_under_its_pod_in_either_drivers_layout(tmp_path, p
 
 
 def test_the_agent_delegates_a_container_once_and_forgets_a_deleted_pod(tmp_path):
-    for controller in V1_CONTROLLERS:
+    for controller in host.V1_DELEGATED:
         (tmp_path / controller).mkdir()
     agent = Agent(str(tmp_path), "/proc")
     agent.saw("ADDED", _pod())
@@ -88,7 +88,7 @@ HOST_BASE = 3_000_000  # the test's own range, far from the kubelet's
 
 
 def _v1_host() -> bool:
-    return os.geteuid() == 0 and all(os.path.exists(f"/sys/fs/cgroup/{c}/cgroup.procs") for c in V1_CONTROLLERS) \
+    return os.geteuid() == 0 and all(os.path.exists(f"/sys/fs/cgroup/{c}/cgroup.procs") for c in host.V1_DELEGATED) \
         and not os.path.exists("/sys/fs/cgroup/cgroup.controllers")
 
 
@@ -150,7 +150,7 @@ class UsernsChild:
 def test_a_user_namespaced_root_builds_cgroups_under_its_own_only_once_delegated():
     top = f"soperator-test-delegate-{os.getpid()}"
     relative = f"{top}/pod{UID}/{CID}"
-    directories = [f"/sys/fs/cgroup/{c}/{relative}" for c in V1_CONTROLLERS]
+    directories = [f"/sys/fs/cgroup/{c}/{relative}" for c in host.V1_DELEGATED]
     for directory in directories:
         os.makedirs(directory)
         if directory.startswith("/sys/fs/cgroup/cpuset/"):  # a v1 cpuset takes no process until it has CPUs

@@ -124,6 +124,16 @@ def test_workers_ready_names_each_worker_whose_node_cannot_give_slurm_its_cgroup
     assert many.message.count("c-cpu-") == 3 and many.message.endswith("; and 2 more")
 
 
+def test_workers_ready_names_a_user_namespaced_worker_whose_node_keeps_dev_fuse_closed():
+    from soperator.node.layout import FUSE_UNAVAILABLE
+    from soperator.node.roles import closed_fuse
+    from soperator.reconcile.ready_condition import ready_condition
+    refused = f"{FUSE_UNAVAILABLE}{closed_fuse('k1', '/dev/fuse', 0o600)}"
+    cond = ready_condition("Workers", 0, 1, [_pod("c-box-0", refused)])
+    assert (cond.ok, cond.reason) == (False, "FuseUnavailable")
+    assert cond.message.startswith("0/1 ready; c-box-0: node k1: its /dev/fuse is mode 0600")
+
+
 def test_login_ready_names_a_login_node_that_cannot_ready_its_users_cgroups():
     from soperator.node.layout import CGROUPS_UNAVAILABLE
     from soperator.reconcile.ready_condition import ready_condition

@@ -8,7 +8,7 @@ import stat
 
 from soperator.fuse_device import api
 from soperator.fuse_device.plugin import PluginConfig, allocate, device_list
-from soperator.node.roles import open_fuse_to_users
+from soperator.node.roles import closed_fuse, open_fuse_to_users
 
 
 def test_every_device_is_healthy_while_the_node_has_dev_fuse_and_unhealthy_without(tmp_path):
@@ -51,3 +51,13 @@ def test_the_worker_opens_its_own_dev_fuse_to_users_and_says_when_there_is_none(
     device.touch(mode=0o600)
     assert open_fuse_to_users(str(device)) == f"{device} open to users (squashfuse)"
     assert stat.S_IMODE(os.stat(device).st_mode) == 0o666
+
+
+def test_a_user_namespaced_worker_refuses_a_node_fuse_closed_to_others_naming_the_node_and_mode():
+    """In a user namespace the runtime binds the node's own /dev/fuse (runc cannot make device nodes
+    there), owned by ids the pod does not map: only the mode's bits for others count."""
+    assert closed_fuse("n1", "/dev/fuse", 0o666) is None
+    assert closed_fuse("n1", "/dev/fuse", 0o606) is None
+    for mode in (0o600, 0o660, 0o604):
+        refusal = closed_fuse("n1", "/dev/fuse", mode)
+        assert refusal.startswith(f"node n1: its /dev/fuse is mode {mode:04o}") and "mountImages" in refusal
