@@ -189,8 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
     fuse.add_argument("--host-device", required=True, help="where the node's /dev/fuse is seen here (health)")
     fuse.add_argument("--devices", type=int, default=64, help="pods per node that may hold it at once")
     fuse.set_defaults(func=cmd_fuse_device_plugin)
-    delegate = sub.add_parser("cgroup-delegate", help="give user-namespaced workers on this node their own "
-                              "cgroups (the operator chart's DaemonSet)")
+    delegate = sub.add_parser("cgroup-delegate", help="give user-namespaced workers and login pods on this "
+                              "node their own cgroups (the operator chart's DaemonSet)")
     delegate.add_argument("--node-name", required=True, help="this Kubernetes node (the pod's spec.nodeName)")
     delegate.add_argument("--cgroup-root", required=True, help="where the node's /sys/fs/cgroup is seen here")
     delegate.add_argument("--proc-root", default="/proc", help="the node's /proc (the pod shares its PID namespace)")

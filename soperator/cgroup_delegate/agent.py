@@ -4,8 +4,9 @@ delegated (host.py) once the kubelet reports the container running. The worker w
 it starts slurmd (soperator/node/cgroups.py), the login node before sshd takes sessions
 (soperator/node/session_limits.py).
 
-A container is delegated once, when it starts, while only the worker's own entrypoint runs in it: a
-job's processes never decide whose it is. A restarted container is a new one (a new ID)."""
+A container is delegated once, when it starts, to the root of the uid map of its first process (a map
+of a whole pod range: a job's or a session's own nested namespace maps a few ids and is never taken
+for it), so no job or session decides whose it is. A restarted container is a new one (a new ID)."""
 from __future__ import annotations
 
 import logging
@@ -119,7 +120,7 @@ def run(kube, node_name: str, cgroup_root: str, proc_root: str, stop: threading.
     host.hierarchies(cgroup_root)  # a node without the hierarchies fails here, in the pod's log
     watcher = threading.Thread(target=watch_forever, args=(kube, node_name, agent, stop), daemon=True)
     watcher.start()
-    log.info("delegating the cgroups of user-namespaced workers on %s (%s)", node_name, cgroup_root)
+    log.info("delegating the cgroups of user-namespaced workers and login pods on %s (%s)", node_name, cgroup_root)
     while not stop.wait(RETRY_SECONDS):
         agent.delegate_pending()
     return 0

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from soperator.node.cgroups import V1_CONTROLLERS
 from soperator.node.session_limits import CONTROLLERS as SESSION_CONTROLLERS
 
-# Slurm's hierarchies for workers, and cpu for login nodes' session limits (a hierarchy of its own on
-# nodes that do not mount it with cpuacct, as the test node does).
+# Slurm's hierarchies for workers, which every v1 node must have, and cpu for login nodes' session
+# limits where the node has it (a hierarchy of its own on nodes that do not mount it with cpuacct, as the
+# test node does); a login node without it says so itself.
 V1_DELEGATED = tuple(dict.fromkeys(V1_CONTROLLERS + SESSION_CONTROLLERS))
 V1_FILES = ("cgroup.procs", "tasks")
 V2_FILES = ("cgroup.procs", "cgroup.subtree_control", "cgroup.threads")
@@ -56,7 +57,8 @@ def hierarchies(cgroup_root: str) -> tuple[list[str], tuple[str, ...]]:
         except OSError:
             files = V2_FILES
         return [cgroup_root], files
-    found = [os.path.join(cgroup_root, c) for c in V1_DELEGATED]
+    found = [os.path.join(cgroup_root, c) for c in V1_DELEGATED
+             if c in V1_CONTROLLERS or os.path.isdir(os.path.join(cgroup_root, c))]
     missing = [p for p in found if not os.path.isdir(p)]
     if missing:
         raise DelegationError(f"cgroup v1 without {', '.join(missing)}")

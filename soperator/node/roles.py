@@ -278,9 +278,9 @@ def closed_fuse(node: str, device: str, mode: int) -> str | None:
     pod's ids are neither its owner nor its group."""
     if mode & 0o006 == 0o006:
         return None
-    return (f"node {node}: its {device} is mode {mode:04o}, which a worker in a user namespace can neither open "
-            "nor change, so no container image can be mounted here (plugStack.pyxis.mountImages): make it 0666 "
-            "on the node, as udev's default rule does")
+    return (f"node {node}: its {device} is mode {mode:04o}, bound into this worker (a user namespace, or a "
+            "rootless runtime), which can neither open nor change it, so no container image can be mounted here "
+            "(plugStack.pyxis.mountImages): make it 0666 on the node, as udev's default rule does")
 
 
 def forget_node(name: str, instance: str) -> None:

@@ -13,12 +13,20 @@ from soperator.reconcile.diff import contains
 from soperator.reconcile.observe import Snapshot
 
 
+def _mutable(obj: dict) -> dict:
+    """obj without a StatefulSet's claim templates, which the apiserver refuses to change: a storage class
+    taken out of the spec must not make every pass fail on an apply it refuses."""
+    if obj.get("kind") != "StatefulSet" or "volumeClaimTemplates" not in obj.get("spec", {}):
+        return obj
+    return {**obj, "spec": {k: v for k, v in obj["spec"].items() if k != "volumeClaimTemplates"}}
+
+
 def with_digest(obj: dict) -> dict:
     """obj carrying a digest of itself. Whether the live object holds obj is a subset test, blind to a
     field the operator stopped rendering (a resource limit, a node selector taken out of the spec: seen
     as a worker that kept /dev/fuse after its images were no longer mounted); the digest then differs,
     obj is applied, and server-side apply removes the fields this manager no longer names."""
-    digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps(_mutable(obj), sort_keys=True).encode()).hexdigest()[:16]
     meta = obj["metadata"]
     return {**obj, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}),
                                                         APPLIED_DIGEST_ANNOTATION: digest}}}

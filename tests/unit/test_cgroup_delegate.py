@@ -192,3 +192,17 @@ def test_a_user_namespaced_root_builds_cgroups_under_its_own_only_once_delegated
                 if os.path.isdir(path):
                     os.rmdir(path)
 
+
+
+def test_on_v1_the_cpu_hierarchy_is_delegated_where_the_node_has_it_and_slurms_are_required(tmp_path):
+    """cpu is the login nodes' (session limits), and not every v1 node mounts it on its own; Slurm's
+    hierarchies every v1 node must have."""
+    from soperator.node.cgroups import V1_CONTROLLERS
+    for controller in V1_CONTROLLERS:
+        (tmp_path / controller).mkdir()
+    assert host.hierarchies(str(tmp_path)) == ([str(tmp_path / c) for c in V1_CONTROLLERS], host.V1_FILES)
+    (tmp_path / "cpu").mkdir()
+    assert str(tmp_path / "cpu") in host.hierarchies(str(tmp_path))[0]
+    (tmp_path / "freezer").rmdir()
+    with pytest.raises(host.DelegationError, match="freezer"):
+        host.hierarchies(str(tmp_path))
