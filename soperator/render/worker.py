@@ -68,9 +68,14 @@ def _pyxis(cluster: SlurmCluster, node_set: NodeSetSpec) -> tuple[list[Obj], lis
     return env, mounts, volumes
 
 
+def _mounts_images(cluster: SlurmCluster, node_set: NodeSetSpec) -> bool:
+    """Pyxis on this node set mounts images (plugStack.pyxis.mountImages)."""
+    return node_set.pyxis.enabled and cluster.spec.plug_stack.pyxis.mount_images
+
+
 def _fuse_limit(cluster: SlurmCluster, node_set: NodeSetSpec) -> dict[str, str]:
-    """Pyxis mounts images (plugStack.pyxis.mountImages): its workers get /dev/fuse, and only they."""
-    return {FUSE_RESOURCE: "1"} if node_set.pyxis.enabled and cluster.spec.plug_stack.pyxis.mount_images else {}
+    """Pyxis mounts images: its workers get /dev/fuse, and only they."""
+    return {FUSE_RESOURCE: "1"} if _mounts_images(cluster, node_set) else {}
 
 
 def _health_check_env(cluster: SlurmCluster) -> list[Obj]:
@@ -89,7 +94,7 @@ def _cgroups_env(cluster: SlurmCluster) -> list[Obj]:
 def _node_name_env(cluster: SlurmCluster, node_set: NodeSetSpec) -> list[Obj]:
     """The Kubernetes node, for the worker to name when it cannot ready its cgroups, or, in a user
     namespace, when it cannot mount images: the node's /dev/fuse is closed to it (roles.open_fuse_to_users)."""
-    mounts = node_set.pyxis.enabled and cluster.spec.plug_stack.pyxis.mount_images and not node_set.host_users
+    mounts = _mounts_images(cluster, node_set) and not node_set.host_users
     if not (mounts or uses_cgroups(cluster.spec.slurm_config)):
         return []
     return [{"name": ENV.node_name, "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]
