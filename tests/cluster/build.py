@@ -1,8 +1,9 @@
 """Build the real Kubernetes components and the node's container runtime from Go modules, once, and
 cache them.
 
-Four modules: this directory (kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy and
-kubectl, all from one k8s.io/kubernetes release), coredns/ (cluster DNS from CoreDNS's own module, so
+Five modules: this directory (kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy and
+kubectl, all from one k8s.io/kubernetes release), etcd/ (etcd's server, at the release kubeadm pairs
+with that Kubernetes), coredns/ (cluster DNS from CoreDNS's own module, so
 its dependencies never move Kubernetes'), registry/ (the image registry the container e2e tests pull
 from) and runtime/ (containerd 2, its runc shim, ctr and runc:
 bookworm's containerd 1.6 and runc 1.1 cannot run pods in user namespaces, and Kubernetes 1.36 no
@@ -29,6 +30,8 @@ BIN = CACHE / "kube-bin"
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl")
 COREDNS = HERE / "coredns"
 REGISTRY = HERE / "registry"
+ETCD = HERE / "etcd"
+ETCD_SERVER = "go.etcd.io/etcd/server/v3"
 RUNTIME = HERE / "runtime"
 CONTAINERD = "github.com/containerd/containerd/v2"
 RUNC = "github.com/opencontainers/runc"
@@ -68,7 +71,7 @@ def _fingerprint(go: str, module: Path, ldflags: str) -> str:
 
 
 def required_version(module_path: str, module: Path = HERE) -> str:
-    match = re.search(rf"^\s*{re.escape(module_path)} (v[0-9.]+)$", (module / "go.mod").read_text(), re.M)
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module_path)} (v[0-9.]+)$", (module / "go.mod").read_text(), re.M)
     if not match:
         raise BuildError(f"{module / 'go.mod'} does not pin {module_path}")
     return match[1]
@@ -128,7 +131,8 @@ def _cached(go: str, module: Path, bin_dir: Path, components: tuple[str, ...], l
 def ensure_binaries(module: Path = HERE, bin_dir: Path = BIN) -> dict[str, Path]:
     go = go_binary()
     paths = _build(go, module, bin_dir, COMPONENTS, "./cmd/...", _ldflags(module))
-    return (paths | {"coredns": coredns_binary(bin_dir), "registry": registry_binary(bin_dir)}
+    return (paths | {"etcd": etcd_binary(bin_dir), "coredns": coredns_binary(bin_dir),
+                     "registry": registry_binary(bin_dir)}
             | runtime_binaries(bin_dir))
 
 
@@ -149,6 +153,15 @@ def runtime_binaries(bin_dir: Path = BIN) -> dict[str, Path]:
 
     names = ("containerd", "ctr", "containerd-shim-runc-v2", "runc")
     return _cached(go, RUNTIME, bin_dir, names, containerd_flags + runc_flags, build)
+
+
+def etcd_release() -> str:
+    return required_version(ETCD_SERVER, ETCD)
+
+
+def etcd_binary(bin_dir: Path = BIN) -> Path:
+    """etcd's server; it reports its release from its own api module, so no stamp is needed."""
+    return _build(go_binary(), ETCD, bin_dir, ("etcd",), ".", "")["etcd"]
 
 
 def coredns_binary(bin_dir: Path = BIN) -> Path:

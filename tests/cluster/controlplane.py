@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import ssl
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from tests.cluster.build import ensure_binaries
+from tests.cluster.build import ensure_binaries, etcd_release
 from tests.cluster.pki import TestPKI
 from tests.cluster.process import Component, wait_for
 
@@ -68,9 +67,8 @@ class ControlPlane:
 
     def start(self, timeout: float = 120) -> "ControlPlane":
         began = time.monotonic()
-        if not shutil.which("etcd"):
-            raise ControlPlaneError("etcd not found: install Debian's etcd-server (see .ci/run)")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._claim_etcd_data()
         logs = self.workdir / "logs"
         logs.mkdir(exist_ok=True)
         self._load_pki()
@@ -112,6 +110,17 @@ class ControlPlane:
         self._define(self.workdir / "logs")
         return not self.dead_components() and self._https_ok("/readyz")
 
+    def _claim_etcd_data(self) -> None:
+        """etcd upgrades its data one minor release at a time and panics on data it cannot read, so a
+        data directory an etcd of another release wrote (a cluster left running, then killed, before
+        an update) is refused with the way out rather than handed to a crashing etcd."""
+        marker, release = self.workdir / "etcd-release", etcd_release()
+        if (self.workdir / "etcd").exists() and (not marker.exists() or marker.read_text() != release):
+            written = marker.read_text() if marker.exists() else "an older release"
+            raise ControlPlaneError(f"{self.workdir / 'etcd'} holds data of etcd {written}, not {release}: "
+                                    f"take this cluster down (`examples/quickstart.py down`; volumes stay) and start again")
+        marker.write_text(release)
+
     def _load_pki(self) -> None:
         """Made on the first start, read back by later ones (TestPKI keeps what its directory holds)."""
         self.pki = TestPKI(self.workdir / "pki", ips=("127.0.0.1", self.address, KUBERNETES_SERVICE_IP))
@@ -121,7 +130,7 @@ class ControlPlane:
 
     def _define(self, logs: Path) -> None:
         bins = ensure_binaries()
-        etcd = shutil.which("etcd")
+        etcd = str(bins["etcd"])
         pki = self.pki
         etcd_url = f"http://127.0.0.1:{self.etcd_port}"
         peer_url = f"http://127.0.0.1:{self.peer_port}"

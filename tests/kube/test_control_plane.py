@@ -5,6 +5,7 @@ import json
 import socket
 import subprocess
 import time
+import urllib.request
 
 import pytest
 import yaml
@@ -12,7 +13,7 @@ import yaml
 from soperator import kubeyaml
 from soperator.api import parse_cluster
 from soperator.render.worker import worker_stateful_set
-from tests.cluster.build import kubernetes_version
+from tests.cluster.build import etcd_release, kubernetes_version
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError
 from tests.support.wait import until
 from tests.support_paths import GOOD_CRS, ROOT
@@ -38,6 +39,8 @@ def test_control_plane_components_are_running(control_plane):
     assert control_plane.dead_components() == []
     status, body = control_plane.request("/version")
     assert status == 200 and json.loads(body)["gitVersion"] == kubernetes_version()
+    with urllib.request.urlopen(f"http://127.0.0.1:{control_plane.etcd_port}/version", timeout=5) as resp:
+        assert json.load(resp)["etcdserver"] == etcd_release().removeprefix("v")  # built, not Debian's 3.4
 
 
 def test_created_cluster_reads_back_with_defaults(kubectl, crd_installed, namespace):
@@ -149,3 +152,16 @@ def test_port_in_use_fails_fast_with_a_message(tmp_path):
             plane.start(timeout=90)
         assert time.monotonic() - started < 90
         assert plane.dead_components() == [c.name for c in plane.components]
+
+
+def test_etcd_data_of_another_release_is_refused_before_anything_starts(tmp_path):
+    """etcd 3.7 panics on 3.4's data; the work directory of a cluster that was never taken down keeps
+    its data, and the refusal names it and the way out."""
+    (tmp_path / "cp" / "etcd" / "member").mkdir(parents=True)
+    plane = ControlPlane(tmp_path / "cp")
+    with pytest.raises(ControlPlaneError, match=r"cp/etcd holds data of etcd an older release, not v3\.7.*down"):
+        plane.start(timeout=30)
+    assert plane.components == [] and not (tmp_path / "cp" / "etcd-release").exists()
+    (tmp_path / "cp" / "etcd-release").write_text("v3.4.23")
+    with pytest.raises(ControlPlaneError, match="holds data of etcd v3.4.23"):
+        plane.start(timeout=30)
