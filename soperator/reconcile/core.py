@@ -1,7 +1,8 @@
 """One level-based reconcile of a SlurmCluster: called on every event and periodically, idempotent.
 
 Order and gates: validate → the Slurm release each part is rendered for (reconcile/upgrade.py; a
-refused upgrade stops the pass before any write) → key Secrets (create if absent, never regenerate) → accounting's slurmdbd
+refused upgrade stops the pass before any write; so do a node set switched between replicas and autoscale
+with workers, and a changed per-pod volume of a live StatefulSet) → key Secrets (create if absent, never regenerate) → accounting's slurmdbd
 and database → ConfigMaps (slurm.conf names slurmdbd once it is ready) →
 populate-jail Job (the rest waits until it succeeded) → Slurm's view of the workers (once the
 controller is ready) → drains for scale-ins and removed node sets → controller, node sets, login →
@@ -25,6 +26,7 @@ from soperator.reconcile.accounting import ensure_accounting
 from soperator.reconcile.apply import ensure
 from soperator.reconcile.identity import directory_condition
 from soperator.reconcile.autoscale import mode_changes
+from soperator.reconcile.claims import claim_changes
 from soperator.reconcile.ready_condition import ready_condition
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
@@ -126,6 +128,10 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     switched = mode_changes(cluster.spec.node_sets, snap.node_set_stateful_sets())
     if switched:
         conds[0] = Cond("SpecValid", False, "NodeSetModeChange", "; ".join(switched) + "; nothing was changed")
+        return Result("Error", conds, releases=upgrade.status())
+    reclaimed = claim_changes(snap)
+    if reclaimed:
+        conds[0] = Cond("SpecValid", False, "VolumeClaimChange", "; ".join(reclaimed) + "; nothing was changed")
         return Result("Error", conds, releases=upgrade.status())
     parts = {part: part_cluster(cluster, upgrade, part) for part in ("accounting", "controller", "workers", "login")}
     secrets = ensure_secrets(kube, cluster)

@@ -37,7 +37,7 @@ def node_set_stateful_set_name(cluster: SlurmCluster, node_set: NodeSetSpec) -> 
     return object_name(cluster, node_set.name)
 
 
-def _local_volume(node_set: NodeSetSpec) -> tuple[list[Obj], list[Obj]]:
+def local_volume(node_set: NodeSetSpec) -> tuple[list[Obj], list[Obj]]:
     """(mounts, volumeClaimTemplates) of the node set's per-worker volume, if it has one."""
     local = node_set.local_volume
     if local is None:
@@ -187,7 +187,7 @@ def _placement(cluster: SlurmCluster, node_set: NodeSetSpec) -> tuple[list[Obj],
 
 def worker_stateful_set(cluster: SlurmCluster, node_set: NodeSetSpec, replicas: int) -> Obj:
     spec = cluster.spec
-    local_mounts, claim_templates = _local_volume(node_set)
+    local_mounts, claim_templates = local_volume(node_set)
     pyxis_env, pyxis_mounts, pyxis_volumes = _pyxis(cluster, node_set)
     place_env, place_mounts, place_volumes = _placement(cluster, node_set)
     container = {

@@ -16,6 +16,7 @@ from soperator.reconcile.config_nudge import configs_digest
 from soperator.render.secrets import jwt_key_secret_name
 from soperator.slurm.cluster_client import SlurmClients
 from tests.support.wait import until
+from tests.support_paths import GOOD_CRS, ROOT
 
 pytestmark = pytest.mark.kube
 API = "slurm.soperator.dev/v1alpha1"
@@ -100,13 +101,27 @@ def test_create_gates_nodes_on_the_populate_job(kube, kubectl, crd_installed, na
     assert {c["type"]: c["status"] for c in status["conditions"]}["JailPopulated"] == "True"
 
 
-def test_noop_reconcile_makes_zero_writes(kube, kubectl, crd_installed, namespace):
-    _create(kubectl, namespace, "c2")
-    reconcile(kube, _body(kube, namespace, "c2"))
-    _finish_job(kubectl, namespace, "c2-populate-jail")
-    _converge(kube, namespace, "c2")
+# Besides the defaults, specs that render most of what the operator can: sub-mounts and local volumes
+# (a false readOnly, which the apiserver leaves out, once made every pass write), GPUs, Pyxis, sizes
+# and tolerations, names at their limits.
+NOOP_SPECS = [None, ROOT / "examples" / "gpu-pyxis.yaml", GOOD_CRS[0].parent / "names-at-limits.yaml",
+              GOOD_CRS[0].parent / "devices-tolerations-and-sizes.yaml"]
+
+
+@pytest.mark.parametrize("path", NOOP_SPECS, ids=lambda p: p.stem if p else "defaults")
+def test_noop_reconcile_makes_zero_writes(kube, kubectl, crd_installed, namespace, path):
+    name = "c2"
+    if path is None:
+        _create(kubectl, namespace, name)
+    else:
+        doc = yaml.safe_load(path.read_text())
+        name = doc["metadata"]["name"]
+        kubectl("apply", "-f", "-", input=yaml.safe_dump({**doc, "metadata": {"name": name, "namespace": namespace}}))
+    reconcile(kube, _body(kube, namespace, name))
+    _finish_job(kubectl, namespace, f"{name}-populate-jail")
+    _converge(kube, namespace, name)
     before = kube.writes
-    reconcile(kube, _body(kube, namespace, "c2"))
+    reconcile(kube, _body(kube, namespace, name))
     assert kube.writes - before == 0
 
 
@@ -215,6 +230,50 @@ def test_a_field_the_spec_no_longer_sets_leaves_the_live_object(kube, kubectl, c
     assert "soperator.dev/fuse" not in pod_spec()["containers"][0]["resources"]["limits"]
     before = kube.writes
     reconcile(kube, _body(kube, namespace, "c6"))
+    assert kube.writes - before == 0
+
+
+def test_a_changed_per_pod_volume_of_a_live_stateful_set_is_refused_and_changes_nothing(kube, kubectl,
+                                                                                        crd_installed, namespace):
+    """Found by review: a storage class set on a node set's local volume made every apply of its
+    StatefulSet fail (Kubernetes refuses a change of volumeClaimTemplates) while the pass moved on. The
+    pass is refused before any write, the field named; put back, the cluster converges as before. A
+    size the apiserver keeps in another unit is the same size (2048Mi kept as 2Gi was written again
+    on every pass before)."""
+    scratch = {"name": "box", "replicas": 1, "localVolume": {"mountPath": "/scratch", "size": "1Gi"},
+               "resources": {"limits": {"memory": "2048Mi", "cpu": "1000m"}}}
+    _create(kubectl, namespace, "c8", nodeSets=[scratch])
+    reconcile(kube, _body(kube, namespace, "c8"))
+    _finish_job(kubectl, namespace, "c8-populate-jail")
+    _converge(kube, namespace, "c8")
+    configs = kube.get("v1", "ConfigMap", namespace, "c8-slurm-configs")["metadata"]["resourceVersion"]
+    sts = kube.get("apps/v1", "StatefulSet", namespace, "c8-box")["metadata"]["resourceVersion"]
+
+    changed = {**scratch, "replicas": 2, "localVolume": {**scratch["localVolume"], "storageClassName": "fast"}}
+    _create(kubectl, namespace, "c8", controller={"spool": {"size": "2Gi"}}, nodeSets=[changed])
+    assert reconcile(kube, _body(kube, namespace, "c8")).phase == "Error"
+    cond = {c["type"]: c for c in _body(kube, namespace, "c8")["status"]["conditions"]}["SpecValid"]
+    assert (cond["status"], cond["reason"]) == ("False", "VolumeClaimChange"), cond
+    spool, local, rest = cond["message"].split("; ")
+    assert spool.startswith("spec.controller.spool: StatefulSet c8-controller keeps per-pod volume spool of 1Gi"), spool
+    assert local.startswith("spec.nodeSets[0].localVolume: StatefulSet c8-box keeps per-pod volume local of 1Gi "
+                            "(the default storage class)"), local
+    assert "asks for per-pod volume local of 1Gi (storage class fast)" in local, local
+    assert rest == "nothing was changed"
+    assert kube.get("v1", "ConfigMap", namespace, "c8-slurm-configs")["metadata"]["resourceVersion"] == configs
+    assert kube.get("apps/v1", "StatefulSet", namespace, "c8-box")["metadata"]["resourceVersion"] == sts
+    events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
+    assert any(e["reason"] == "VolumeClaimChange" and e["involvedObject"]["name"] == "c8" for e in events)
+
+    _create(kubectl, namespace, "c8", nodeSets=[{**scratch, "replicas": 2,
+                                                 "localVolume": {**scratch["localVolume"], "size": "1024Mi"}}])
+    reconcile(kube, _body(kube, namespace, "c8"))
+    cond = {c["type"]: c for c in _body(kube, namespace, "c8")["status"]["conditions"]}["SpecValid"]
+    assert cond["status"] == "True", cond
+    assert kube.get("apps/v1", "StatefulSet", namespace, "c8-box")["spec"]["replicas"] == 2
+    _converge(kube, namespace, "c8", rounds=1)
+    before = kube.writes
+    reconcile(kube, _body(kube, namespace, "c8"))
     assert kube.writes - before == 0
 
 
