@@ -247,7 +247,8 @@ def test_a_changed_per_pod_volume_of_a_live_stateful_set_is_refused_and_changes_
     _finish_job(kubectl, namespace, "c8-populate-jail")
     _converge(kube, namespace, "c8")
     configs = kube.get("v1", "ConfigMap", namespace, "c8-slurm-configs")["metadata"]["resourceVersion"]
-    sts = kube.get("apps/v1", "StatefulSet", namespace, "c8-box")["metadata"]["resourceVersion"]
+    # generation, not resourceVersion: the StatefulSet controller writes its status when it likes
+    sts = kube.get("apps/v1", "StatefulSet", namespace, "c8-box")["metadata"]["generation"]
 
     changed = {**scratch, "replicas": 2, "localVolume": {**scratch["localVolume"], "storageClassName": "fast"}}
     _create(kubectl, namespace, "c8", controller={"spool": {"size": "2Gi"}}, nodeSets=[changed])
@@ -261,7 +262,7 @@ def test_a_changed_per_pod_volume_of_a_live_stateful_set_is_refused_and_changes_
     assert "asks for per-pod volume local of 1Gi (storage class fast)" in local, local
     assert rest == "nothing was changed"
     assert kube.get("v1", "ConfigMap", namespace, "c8-slurm-configs")["metadata"]["resourceVersion"] == configs
-    assert kube.get("apps/v1", "StatefulSet", namespace, "c8-box")["metadata"]["resourceVersion"] == sts
+    assert kube.get("apps/v1", "StatefulSet", namespace, "c8-box")["metadata"]["generation"] == sts
     events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
     assert any(e["reason"] == "VolumeClaimChange" and e["involvedObject"]["name"] == "c8" for e in events)
 
