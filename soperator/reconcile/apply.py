@@ -14,8 +14,8 @@ from soperator.reconcile.observe import Snapshot
 
 
 def _mutable(obj: dict) -> dict:
-    """obj without a StatefulSet's claim templates, which the apiserver refuses to change: a storage class
-    taken out of the spec must not make every pass fail on an apply it refuses."""
+    """obj without a StatefulSet's claim templates, which the apiserver refuses to change (a spec that
+    changes them is refused before any apply: reconcile/claims.py), so the digest never asks for it."""
     if obj.get("kind") != "StatefulSet" or "volumeClaimTemplates" not in obj.get("spec", {}):
         return obj
     return {**obj, "spec": {k: v for k, v in obj["spec"].items() if k != "volumeClaimTemplates"}}

@@ -115,7 +115,8 @@ class ControlPlane:
         data directory an etcd of another release wrote (a cluster left running, then killed, before
         an update) is refused with the way out rather than handed to a crashing etcd."""
         marker, release = self.workdir / "etcd-release", etcd_release()
-        if (self.workdir / "etcd").exists() and (not marker.exists() or marker.read_text() != release):
+        minor = release.rsplit(".", 1)[0]  # patch releases share their data format
+        if (self.workdir / "etcd").exists() and (not marker.exists() or marker.read_text().rsplit(".", 1)[0] != minor):
             written = marker.read_text() if marker.exists() else "an older release"
             raise ControlPlaneError(f"{self.workdir / 'etcd'} holds data of etcd {written}, not {release}: "
                                     f"take this cluster down (`examples/quickstart.py down`; volumes stay) and start again")

@@ -43,7 +43,9 @@ class Component:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
         except OSError:
             return None
-        return pid if cmdline == self.argv[0] else None
+        # By name, not path: a component whose binary moved (Debian's etcd, then one built here) is still
+        # found running, and stopped, by the work directory's `down`.
+        return pid if Path(cmdline).name == Path(self.argv[0]).name else None
 
     def alive(self) -> bool:
         return self.pid() is not None

@@ -165,3 +165,7 @@ def test_etcd_data_of_another_release_is_refused_before_anything_starts(tmp_path
     (tmp_path / "cp" / "etcd-release").write_text("v3.4.23")
     with pytest.raises(ControlPlaneError, match="holds data of etcd v3.4.23"):
         plane.start(timeout=30)
+    # Another patch release of the same minor reads the data as it is.
+    (tmp_path / "cp" / "etcd-release").write_text(etcd_release().rsplit(".", 1)[0] + ".0")
+    plane._claim_etcd_data()
+    assert (tmp_path / "cp" / "etcd-release").read_text() == etcd_release()

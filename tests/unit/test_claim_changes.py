@@ -59,8 +59,12 @@ def test_each_changed_volume_is_named_by_its_field():
     assert "StatefulSet c-a keeps no per-pod volume" in refused[2]
 
 
-def test_a_stateful_set_not_made_yet_or_accounting_switched_off_is_free_to_change():
+def test_a_stateful_set_not_made_yet_or_accounting_switched_off_or_external_is_free_to_change():
     before = {"accounting": MANAGED}
     after = {"accounting": {"enabled": False, "managed": {"size": "20Gi"}},
              "nodeSets": [{"name": "new", "localVolume": {"mountPath": "/s", "size": "1Gi"}}]}
     assert _refused(before, after) == []
+    # The managed database's StatefulSet is left to go once accounting moves to an external database.
+    external = {"enabled": True, "managed": {"size": "20Gi"},
+                "external": {"host": "db.example.com", "passwordSecret": "db"}}
+    assert _refused(before, {"accounting": external}) == []
