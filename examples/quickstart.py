@@ -87,11 +87,22 @@ def start_vm_node(args) -> None:
     from tests.cluster.vm_node import NAME
 
     images = [image_ref("worker", args.slurm_version or SLURM_RELEASE)]
-    if "cgroupDelegate.enabled=true" in args.set_operator:
+    if operator_setting(args.set_operator, "cgroupDelegate.enabled").lower() == "true":
         images.append(image_ref("operator"))
     vm = local_cluster(args).start_vm(images)
     phases = ", ".join(f"{k} {v:.0f}" for k, v in vm.phases.items())
     print(f"  node {NAME} Ready (seconds from start, or a count: {phases})", flush=True)
+
+
+def operator_setting(sets: list[str], key: str) -> str:
+    """What `--set-operator` gives `key` last, as helm reads `--set` (pairs split at commas); "" if
+    nothing."""
+    found = ""
+    for pair in (p for given in sets for p in given.split(",")):
+        name, _, value = pair.partition("=")
+        if name.strip() == key:
+            found = value.strip()
+    return found
 
 
 def _say(note: str) -> None:

@@ -42,3 +42,17 @@ def test_a_user_without_a_key_gets_one_made_in_the_state_directory(tmp_path, mon
     assert args.ssh_key.read_text().startswith("ssh-ed25519 ")
     again = quickstart.parse_args(["up", "--state-dir", str(tmp_path / "state")])
     assert again.ssh_key.read_text() == args.ssh_key.read_text()  # made once, then reused
+
+
+def test_an_operator_setting_is_read_as_helm_reads_set():
+    """The VM node gets the operator image (the cgroup delegate's) when the delegate is on, however
+    the setting was written: among other pairs, in capitals, or set twice."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("quickstart", SCRIPT)
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    key = "cgroupDelegate.enabled"
+    assert quickstart.operator_setting(["a=1,cgroupDelegate.enabled=True"], key) == "True"
+    assert quickstart.operator_setting(["cgroupDelegate.enabled=true", "cgroupDelegate.enabled=false"], key) == "false"
+    assert quickstart.operator_setting(["cgroupDelegate.enabledX=true", "x.cgroupDelegate.enabled=true"], key) == ""
