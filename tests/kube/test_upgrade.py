@@ -63,13 +63,17 @@ def _pod(kube: Kube, namespace: str, name: str) -> dict | None:
 
 
 def _settle(kube, kubectl, namespace: str, sts: str) -> None:
-    """The StatefulSet's pod on its current revision and Ready."""
+    """The StatefulSet's pod on its current revision and Ready. The StatefulSet controller must have
+    seen the new template first: till then its updateRevision is the old one, which the old pod
+    matches (seen with a busy controller-manager: the old pod taken for the new, then deleted)."""
+    observed = lambda: (_sts(kube, namespace, sts)["status"].get("observedGeneration")  # noqa: E731
+                        == _sts(kube, namespace, sts)["metadata"]["generation"])
+    until(observed, 30, f"{sts}'s new template seen")
     revision = lambda: _sts(kube, namespace, sts)["status"].get("updateRevision")  # noqa: E731
     until(lambda: revision() and ((_pod(kube, namespace, f"{sts}-0") or {}).get("metadata", {}).get("labels", {})
                                   .get("controller-revision-hash") == revision()), 60, f"{sts}-0 on its revision")
     _mark_ready(kubectl, namespace, f"{sts}-0")
-    until(lambda: _sts(kube, namespace, sts)["status"].get("observedGeneration")
-          == _sts(kube, namespace, sts)["metadata"]["generation"], 30, f"{sts} observed")
+    until(observed, 30, f"{sts} observed")
 
 
 def _cond(kube, namespace, name) -> dict:
