@@ -13,7 +13,8 @@ from soperator.api.fields import quantity_value
 from soperator.node.layout import CONTROLLER, DATABASE
 from soperator.reconcile.observe import Snapshot
 from soperator.render.common import Obj, object_name
-from soperator.render.nodes import persistent_volume
+from soperator.render.accounting import database_volume
+from soperator.render.controller import spool_volume
 from soperator.render.worker import local_volume, node_set_stateful_set_name
 
 
@@ -40,13 +41,9 @@ def _describe(claims: dict[str, tuple[str, str | None]]) -> str:
 def _wanted(cluster: SlurmCluster) -> list[tuple[str, str, list[Obj]]]:
     """(field, StatefulSet, claim templates the spec asks for) of each StatefulSet that may have some."""
     spec = cluster.spec
-    spool = spec.controller.spool
-    out = [("spec.controller.spool", object_name(cluster, CONTROLLER),
-            persistent_volume("spool", spool.claim_name, spool.size, spool.storage_class_name)[1])]
+    out = [("spec.controller.spool", object_name(cluster, CONTROLLER), spool_volume(cluster)[1])]
     if spec.accounting.enabled and not spec.accounting.external:
-        managed = spec.accounting.managed
-        out.append(("spec.accounting.managed", object_name(cluster, DATABASE),
-                    persistent_volume("data", managed.claim_name, managed.size, managed.storage_class_name)[1]))
+        out.append(("spec.accounting.managed", object_name(cluster, DATABASE), database_volume(cluster)[1]))
     out += [(f"spec.nodeSets[{i}].localVolume", node_set_stateful_set_name(cluster, n), local_volume(n)[1])
             for i, n in enumerate(spec.node_sets)]
     return out

@@ -125,14 +125,11 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     conds.append(upgrade.condition())
     if upgrade.refused:
         return Result("Error", conds, releases=upgrade.status())
-    switched = mode_changes(cluster.spec.node_sets, snap.node_set_stateful_sets())
-    if switched:
-        conds[0] = Cond("SpecValid", False, "NodeSetModeChange", "; ".join(switched) + "; nothing was changed")
-        return Result("Error", conds, releases=upgrade.status())
-    reclaimed = claim_changes(snap)
-    if reclaimed:
-        conds[0] = Cond("SpecValid", False, "VolumeClaimChange", "; ".join(reclaimed) + "; nothing was changed")
-        return Result("Error", conds, releases=upgrade.status())
+    for reason, refused in (("NodeSetModeChange", mode_changes(cluster.spec.node_sets, snap.node_set_stateful_sets())),
+                            ("VolumeClaimChange", claim_changes(snap))):
+        if refused:
+            conds[0] = Cond("SpecValid", False, reason, "; ".join(refused) + "; nothing was changed")
+            return Result("Error", conds, releases=upgrade.status())
     parts = {part: part_cluster(cluster, upgrade, part) for part in ("accounting", "controller", "workers", "login")}
     secrets = ensure_secrets(kube, cluster)
     conds.append(secrets)

@@ -69,10 +69,14 @@ def slurmdbd_service(cluster: SlurmCluster) -> Obj:
                                                  "targetPort": PORTS.slurmdbd, "protocol": "TCP"}])
 
 
-def database_stateful_set(cluster: SlurmCluster) -> Obj:
+def database_volume(cluster: SlurmCluster) -> tuple[list[Obj], list[Obj]]:
+    """(pod volumes, volumeClaimTemplates) for the managed database's data: a named PVC or one per pod."""
     managed = cluster.spec.accounting.managed
-    data_volumes, claim_templates = persistent_volume("data", managed.claim_name, managed.size,
-                                                      managed.storage_class_name)
+    return persistent_volume("data", managed.claim_name, managed.size, managed.storage_class_name)
+
+
+def database_stateful_set(cluster: SlurmCluster) -> Obj:
+    data_volumes, claim_templates = database_volume(cluster)
     pod = _pod(cluster, DATABASE, cluster.spec.image("database"), PORTS.database,
                [{"name": ENV.component, "value": DATABASE},
                 {"name": ENV.db_name, "value": MANAGED_DB_NAME},

@@ -16,7 +16,7 @@ from soperator.render.secrets import jwt_key_secret_name
 NOBODY = 65534
 
 
-def _spool(cluster: SlurmCluster) -> tuple[list[Obj], list[Obj]]:
+def spool_volume(cluster: SlurmCluster) -> tuple[list[Obj], list[Obj]]:
     """(pod volumes, volumeClaimTemplates) for StateSaveLocation: a named PVC or one per pod."""
     spool = cluster.spec.controller.spool
     return persistent_volume("spool", spool.claim_name, spool.size, spool.storage_class_name)
@@ -24,7 +24,7 @@ def _spool(cluster: SlurmCluster) -> tuple[list[Obj], list[Obj]]:
 
 def controller_stateful_set(cluster: SlurmCluster) -> Obj:
     spec = cluster.spec
-    spool_volumes, claim_templates = _spool(cluster)
+    spool_volumes, claim_templates = spool_volume(cluster)
     container = {
         "name": "slurmctld",
         "image": spec.image("controller"),

