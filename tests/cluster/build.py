@@ -98,7 +98,9 @@ def _env(cgo: bool = False) -> dict[str, str]:
 
 def _go_build(go: str, module: Path, out: str, targets: list[str], ldflags: str, tags: str = "",
               cgo: bool = False, what: str = "") -> None:
-    argv = [go, "build", "-trimpath", "-ldflags", ldflags, *(["-tags", tags] if tags else []), "-o", out, *targets]
+    # -s -w: no symbol table or DWARF. Nothing here debugs these binaries, and leaving them out makes
+    # each link faster and each binary about a third smaller (the VM node's disk carries some).
+    argv = [go, "build", "-trimpath", "-ldflags", f"-s -w {ldflags}".strip(), *(["-tags", tags] if tags else []), "-o", out, *targets]
     proc = subprocess.run(argv, cwd=module, env=_env(cgo), capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
