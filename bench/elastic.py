@@ -28,8 +28,8 @@ from soperator.keys import generate_jwt_key, generate_munge_key
 from soperator.node.drains import SCALE_IN
 from soperator.reconcile.autoscale import PodStart, plan_autoscale
 from soperator.reconcile.demand import poll_demand
-from soperator.reconcile.scale_in import plan_replicas
-from soperator.reconcile.slurm_nodes import workers_of
+from soperator.reconcile.scale_in import plan_scale_in
+from soperator.reconcile.slurm_view import workers_of
 from soperator.render.configs import POWER_SAVING, controller_host, slurm_files
 from soperator.slurm import SlurmRestClient, mint_token
 from tests.conftest import make_cluster
@@ -75,7 +75,7 @@ def one_pass(cluster, client: SlurmRestClient, live: int, pods: set[str]) -> dic
     nodes = workers_of(cluster, client.list_nodes())
     started = dict.fromkeys(pods, PodStart(time.time(), ""))
     sizing = plan_autoscale(f"{NAME}-el", node_set.autoscale, live, started, nodes, time.time())
-    scale = plan_replicas(f"{NAME}-el", sizing.replicas, live, nodes)
+    scale = plan_scale_in(f"{NAME}-el", sizing.replicas, live, nodes)
     for node in sizing.power_up:
         client.power_up(node)
     for node in sizing.power_down:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from soperator.keys import generate_jwt_key, generate_munge_key
 from soperator.node.layout import NODE_SET_LABEL
-from soperator.reconcile.slurm_nodes import node_set_counts, pod_condition_changes, workers_of
+from soperator.reconcile.slurm_view import slurm_state_counts, pod_condition_changes, workers_of
 from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from soperator.slurm import SlurmRestClient, mint_token
 from soperator.slurm.ctld_metrics import SlurmMetricsClient
@@ -39,7 +39,7 @@ def poll(client: SlurmRestClient, cluster, pods: list[dict]) -> dict:
     calls, received = client.calls, client.bytes_received
     cpu = time.process_time()
     nodes = workers_of(cluster, client.list_nodes())
-    counts = {s.name: node_set_counts(s, pods, nodes) for s in cluster.spec.node_sets}
+    counts = {s.name: slurm_state_counts(s, pods, nodes) for s in cluster.spec.node_sets}
     changes = pod_condition_changes(pods, nodes, "2026-01-01T00:00:00Z")
     cpu_ms = (time.process_time() - cpu) * 1000
     for pod, condition in changes:  # what the apiserver would then hold

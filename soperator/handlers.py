@@ -1,8 +1,16 @@
-"""kopf wiring only: every trigger calls the one reconcile function.
+"""kopf wiring only: every trigger calls the one reconcile function (reconcile/core.py), one pass at
+a time per cluster (ClusterLocks).
 
-Handlers are `on.event` (no progress annotations, no finalizer: nothing to clean up that owner
-references do not) plus a resync loop started at startup, instead of kopf timers, which would add a
-finalizer to every SlurmCluster.
+- Triggers: `on.event` for SlurmClusters (a deleted one's Slurm client and metrics are forgotten),
+  for the Jobs and StatefulSets the operator labels (their owner is reconciled), and for worker pods
+  just bound that wait for their topology place; a resync loop (SOPERATOR_RESYNC_SECONDS) and, for
+  autoscaling clusters, a demand loop (SOPERATOR_DEMAND_SECONDS, reconcile/demand.py), both started
+  at startup instead of kopf timers, which would add a finalizer to every SlurmCluster. No progress
+  annotations, no finalizer: nothing to clean up that owner references do not.
+- Startup: kopf's watch timeouts, no peering, no cluster-wide scanning for a namespaced operator,
+  the one Kubernetes client, and the /metrics server (TLS and RBAC-checked tokens, or plain on
+  loopback: SOPERATOR_METRICS_AUTH).
+- Liveness: /healthz fails while a pass has run SOPERATOR_STUCK_PASS_SECONDS.
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ from soperator.api.grammar import PlugStackLine, SlurmListItem, SlurmName, Slurm
 from soperator.api.paths import ProgramPath
 
 # Every key the slurm.conf template writes (a test renders the template and checks), and keys that
-# would break the design: slurmd must run as root (pivot_root), auth and credentials are ours, and
+# would break the design: slurmd must run as root (the jail plugin enters the jail with unshare, mount
+# and chroot: spank_chroot/jail.c), auth and credentials are ours, and
 # node, partition, node-set and include lines cannot be smuggled in as a value.
 MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
     "ClusterName", "SlurmctldHost", "ControlMachine", "ControlAddr", "BackupController", "BackupAddr",

@@ -1,10 +1,11 @@
 """Bind mounts between a node container and the jail.
 
-After the SPANK plugin pivots a job step into the jail, slurmstepd itself lives there, so the jail
-must show the node's own hosts file, Slurm config, spool, munge socket, devices and /tmp at the same
-paths; otherwise the step cannot report back to slurmctld. Login sessions (which sshd's PAM account
-step moves into the jail, spank_chroot/pam_jail.c) need the same, plus /proc. These mounts live in the container's mount namespace only, although the
-jail volume itself is shared by every node.
+After the SPANK plugin moves a job step into the jail (the jail mounted over / and chrooted into,
+spank_chroot/jail.c), slurmstepd itself lives there, so the jail must show the node's own hosts
+file, Slurm config, spool, munge socket, devices and /tmp at the same paths; otherwise the step
+cannot report back to slurmctld. Login sessions (which sshd's PAM account step moves into the jail,
+spank_chroot/pam_jail.c) need the same, plus /proc. These mounts live in the container's mount
+namespace only, although the jail volume itself is shared by every node.
 """
 from __future__ import annotations
 

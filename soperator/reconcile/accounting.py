@@ -14,6 +14,7 @@ from soperator.reconcile.conditions import Cond
 from soperator.reconcile.observe import Snapshot
 from soperator.render.accounting import accounting_objects, slurmdbd_conf_secret
 from soperator.render.common import object_name
+from soperator.render.configs import slurmdbd_host
 from soperator.render.secrets import db_password_secret_name
 
 
@@ -41,7 +42,7 @@ def ensure_accounting(kube: Kube, snap: Snapshot, cluster: SlurmCluster | None =
         return Cond("AccountingReady", True, "Ready", f"{' and '.join(parts)} ready")
     # While a managed database starts, slurmdbd's retries say so too: only the database is named then.
     if waiting == [SLURMDBD]:
-        found = diagnose(kube.log_tail(cluster.namespace, f"{object_name(cluster, SLURMDBD)}-0", SLURMDBD))
+        found = diagnose(kube.log_tail(cluster.namespace, slurmdbd_host(cluster), SLURMDBD))
         if found:
             return Cond("AccountingReady", False, *found)
     return Cond("AccountingReady", False, "Starting", f"not ready yet: {', '.join(waiting)}")

@@ -34,7 +34,7 @@ _BUSY = ("allocated", "mixed", "draining")
 
 @dataclass(frozen=True)
 class Sizing:
-    replicas: int  # what the node set is driven to (scale_in.plan_replicas' desired)
+    replicas: int  # what the node set is driven to (scale_in.plan_scale_in's `desired`)
     reason: str  # why, for the status
     power_up: list[str] = field(default_factory=list)  # powered-down records whose pods start now
     power_down: list[str] = field(default_factory=list)  # released records, their pods gone

@@ -4,9 +4,11 @@ Order and gates: validate → the Slurm release each part is rendered for (recon
 refused upgrade stops the pass before any write; so do a node set switched between replicas and autoscale
 with workers, and a changed per-pod volume of a live StatefulSet) → key Secrets (create if absent, never regenerate) → accounting's slurmdbd
 and database → ConfigMaps (slurm.conf names slurmdbd once it is ready) →
-populate-jail Job (the rest waits until it succeeded) → Slurm's view of the workers (once the
-controller is ready) → drains for scale-ins and removed node sets → controller, node sets, login →
-rollouts → status and worker pod conditions.
+populate-jail Job (the rest waits until it succeeded) → Slurm's view of the workers (slurm_view.py,
+once the controller is ready) → the node sets' plan (plan.py) and its Slurm steps (node_actions.py:
+scale-in drains, maintenance, power ups and downs, Kubernetes nodes' drains, replacements, topology
+places, active checks) → controller, node sets, login applied (render.node_objects) → removed node
+sets → rollouts → status and worker pod conditions.
 An object already as desired is not written; a no-op reconcile makes no write call at all.
 """
 from __future__ import annotations
@@ -31,18 +33,18 @@ from soperator.reconcile.ready_condition import ready_condition
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
 from soperator.reconcile import observe
-from soperator.reconcile.node_actions import (act_on_kube_nodes, act_on_maintenance, act_on_plans, act_on_rollouts,
-                                              act_on_checks, act_on_replacements, act_on_sizing, act_on_topology,
-                                              remove_node_sets)
+from soperator.reconcile.node_actions import (act_on_checks, act_on_kube_nodes, act_on_maintenance,
+                                              act_on_replacements, act_on_rollouts, act_on_scale_in, act_on_sizing,
+                                              act_on_topology, remove_node_sets)
 from soperator.reconcile.topology import topology_blocks
 from soperator.reconcile.checks import plan_checks
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.plan import plan_node_sets
 from soperator.reconcile.upgrade import jail_release, observe_parts, part_cluster, plan_upgrade
-from soperator.reconcile.slurm_nodes import Connect, observe_slurm, slurm_status
+from soperator.reconcile.slurm_view import Connect, observe_slurm, slurm_status
 from soperator.slurm.cluster_client import connect_in_cluster
 from soperator.slurm.ctld_metrics import metrics_client
-from soperator.render import config_maps, slurm_nodes
+from soperator.render import config_maps, node_objects
 from soperator.render.login import login_ssh_service_name
 from soperator.render.common import object_name
 from soperator.render.controller import metrics_url
@@ -57,7 +59,7 @@ class Result:
     conditions: list[Cond] = field(default_factory=list)
     counts: dict[str, dict] = field(default_factory=dict)
     node_sets: list[dict] = field(default_factory=list)
-    slurm_nodes: dict | None = None  # None: unknown this time; the last known counts stay
+    slurm_node_counts: dict | None = None  # None: unknown this time; the last known counts stay
     endpoint: str | None = None
     slurm: Target | None = None  # how /metrics reads this cluster's Slurm, once it could be reached
     releases: dict | None = None  # status.slurmRelease
@@ -70,14 +72,14 @@ def _ready(sts: dict | None) -> dict[str, int]:
             "ready": (sts.get("status") or {}).get("readyReplicas") or 0}
 
 
-def _node_set_counts(snap: Snapshot) -> dict[str, dict]:
+def _pods_per_node_set(snap: Snapshot) -> dict[str, dict]:
     """Desired and ready pods per node set, from the StatefulSets as this pass left them."""
     cluster = snap.cluster
     return {n.name: _ready(snap.live("StatefulSet", node_set_stateful_set_name(cluster, n)))
             for n in cluster.spec.node_sets}
 
 
-def _counts(snap: Snapshot, node_sets: dict[str, dict]) -> dict[str, dict]:
+def _pods_per_component(snap: Snapshot, node_sets: dict[str, dict]) -> dict[str, dict]:
     """Desired and ready pods per component (controller, login, workers: every node set's). Apart from
     the node sets': a node set may be named `worker`, as the quick start's is."""
     cluster = snap.cluster
@@ -155,7 +157,7 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     snap.slurm = seen = observe_slurm(kube, part_cluster(cluster, upgrade, "rest"), _ready(controller)["ready"] > 0,
                                       connect)
     plan = plan_node_sets(snap, time.time())
-    scaled, waited = act_on_plans(cluster, seen, plan.scale)
+    scaled, waited = act_on_scale_in(cluster, seen, plan.scale_in)
     maintenance = act_on_maintenance(cluster, seen, plan.holds)
     # Powered up before their pods start: a slurmd registering for a powered-down record could be set DOWN.
     sized = act_on_sizing(seen, plan.sizing)
@@ -166,22 +168,22 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     checks = plan_checks(cluster, seen.nodes, jobs, (body.get("status") or {}).get("healthChecks") or [], time.time(),
                          plan.drained())
     checked = act_on_checks(kube, body, seen, checks, jobs is not None) if cluster.spec.health_check.active else None
-    for obj in slurm_nodes(cluster, plan.replicas(), operator_namespace, parts):
+    for obj in node_objects(cluster, plan.replicas(), operator_namespace, parts):
         ensure(kube, snap, obj)
     remove_node_sets(kube, cluster, plan)
     updated = act_on_rollouts(kube, cluster, seen, plan.rollouts)
     # A pod the rollout deleted gets no condition: its name may already belong to the new pod.
     replaced = {p for r in plan.rollouts.values() for p in r.delete_pods} | set(plan.replacements.delete)
     pods = [p for p in snap.worker_pods if p["metadata"]["name"] not in replaced] if seen.nodes is not None else []
-    per_node_set = _node_set_counts(snap)
-    counts = _counts(snap, per_node_set)
+    per_node_set = _pods_per_node_set(snap)
+    counts = _pods_per_component(snap, per_node_set)
     all_ready = True
     for component, label in ((CONTROLLER, "Controller"), (WORKER, "Workers"), (LOGIN, "Login")):
         c = counts[component]
         ready = c["ready"] >= c["desired"]
         all_ready &= ready
         conds.append(ready_condition(label, c["ready"], c["desired"], snap.pods_of(component)))
-    node_sets, slurm_counts = slurm_status(kube, cluster, per_node_set, body, seen, plan.scale, pods, waited, plan.sizing)
+    node_sets, slurm_counts = slurm_status(kube, cluster, per_node_set, body, seen, plan.scale_in, pods, waited, plan.sizing)
     conds += [seen.condition, scaled, updated, maintenance, followed] + [c for c in (sized, moved, placed, checked,
                                                                                      accounting, directory) if c]
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
@@ -206,8 +208,8 @@ def _status(body: dict, result: Result) -> dict:
             status[component if component != WORKER else "workers"] = result.counts[component]
     if result.node_sets:
         status["nodeSets"] = result.node_sets
-    if result.slurm_nodes is not None:
-        status["slurmNodes"] = result.slurm_nodes
+    if result.slurm_node_counts is not None:
+        status["slurmNodes"] = result.slurm_node_counts
     if result.endpoint:
         status["loginEndpoint"] = result.endpoint
     if result.releases is not None:
@@ -218,7 +220,7 @@ def _status(body: dict, result: Result) -> dict:
 
 
 def reconcile(kube: Kube, body: dict, connect: Connect = connect_in_cluster, operator_namespace: str | None = None) -> Result:
-    """`operator_namespace`: where the operator runs (render.slurm_nodes)."""
+    """`operator_namespace`: where the operator runs (render.node_objects)."""
     try:
         cluster = parse_cluster(body)
     except SpecError as exc:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from soperator.node.drains import KUBE_NODE, owned
 from soperator.node.layout import CORDONED_ANNOTATION
-from soperator.reconcile.slurm_nodes import node_set_of
+from soperator.reconcile.slurm_view import node_set_of
 from soperator.slurm import SlurmNode
 
 # Slurm states in which a drain or a down would say nothing new.

@@ -1,7 +1,17 @@
-"""The operator's steps on Slurm nodes and worker pods, as plan.py planned them: scale-in
-(scale_in.py), maintenance (maintenance.py) and rollouts (rollout.py). Each step is a drain or resume
-through slurmrestd, or a pod deletion; each concern reports one condition. A failed call stops the
-pass: the next one starts again from what it observes."""
+"""The act step of a pass: what plan.py (and checks.py) planned, done through slurmrestd and the
+Kubernetes API. One function per concern, each reporting its one condition:
+- act_on_scale_in: scale-in drains and resumes, drainTimeout's warnings and cancels (NodeSetsScaled);
+- act_on_maintenance: maintenance drains and their undoing (Maintenance);
+- act_on_sizing: autoscaling's power ups, power downs and given-up records set DOWN (Autoscaled);
+- act_on_kube_nodes: drains, downs and resumes for Kubernetes node operations (KubernetesNodes);
+- act_on_replacements: cordons, uncordons and pod deletions that move workers off bad Kubernetes
+  nodes, with events (WorkersReplaced);
+- act_on_topology: the place annotation on bound pods, each moved node's place in Slurm (Topology);
+- act_on_checks: active checks' job submissions and cancels, drains or comments (HealthChecks);
+- act_on_rollouts: rollout drains, pod deletions and resumes, drainTimeout (NodeSetsUpdated);
+- remove_node_sets: a removed node set's StatefulSet lowered, then deleted.
+A failed Slurm call ends that concern's steps for the pass with its condition saying so: the next
+pass starts again from what it observes."""
 from __future__ import annotations
 
 import time
@@ -21,9 +31,9 @@ from soperator.reconcile.kube_nodes import NodeOps, Replacements
 from soperator.reconcile.maintenance import Hold
 from soperator.reconcile.plan import NodeSetPlan, in_maintenance
 from soperator.reconcile.rollout import Rollout
-from soperator.reconcile.scale_in import Plan
+from soperator.reconcile.scale_in import ScaleIn
 from soperator.reconcile.topology import Placement, topology_condition
-from soperator.reconcile.slurm_nodes import Observation
+from soperator.reconcile.slurm_view import Observation
 from soperator.slurm import SlurmError
 
 
@@ -245,17 +255,17 @@ def act_on_maintenance(cluster: SlurmCluster, seen: Observation, holds: dict[str
     return Cond("Maintenance", True, "Holding" if busy else "Held", f"in maintenance: {', '.join(on)}{detail}")
 
 
-def act_on_plans(cluster: SlurmCluster, seen: Observation, plans: dict[str, Plan],
-                 now: float | None = None) -> tuple[Cond, dict[str, Waited]]:
+def act_on_scale_in(cluster: SlurmCluster, seen: Observation, scale_ins: dict[str, ScaleIn],
+                    now: float | None = None) -> tuple[Cond, dict[str, Waited]]:
     """Drain the nodes that go, undo the operator's own drains of nodes that stay, apply drainTimeout;
     NodeSetsScaled, and per node set what its scale-in waits for."""
     waited: dict[str, Waited] = {}
     try:
-        _drain_and_resume(seen, SCALE_IN, plans)
-        waited = _waits(cluster, seen, plans, SCALE_IN, now)
+        _drain_and_resume(seen, SCALE_IN, scale_ins)
+        waited = _waits(cluster, seen, scale_ins, SCALE_IN, now)
     except SlurmError as exc:
         return _failed("NodeSetsScaled", exc), waited
-    waiting = [f"{name}: {plan.waiting}" + _jobs_note(waited.get(name)) for name, plan in plans.items() if plan.waiting]
+    waiting = [f"{name}: {plan.waiting}" + _jobs_note(waited.get(name)) for name, plan in scale_ins.items() if plan.waiting]
     return _report("NodeSetsScaled", waited, waiting, "Draining" if seen.nodes is not None else "Paused",
                    Cond("NodeSetsScaled", True, "AtSize", "every node set has its spec's replicas")), waited
 

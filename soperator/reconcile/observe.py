@@ -14,7 +14,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.kube import Kube
 from soperator.node.layout import COMPONENT_LABEL, LOGIN, NODE_SET_LABEL, WORKER
 from soperator.reconcile.conditions import Cond
-from soperator.reconcile.slurm_nodes import Observation
+from soperator.reconcile.slurm_view import Observation
 from soperator.render.common import selector_labels
 
 # (apiVersion, kind) of every child but Secrets and pods.

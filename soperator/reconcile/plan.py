@@ -1,9 +1,21 @@
-"""Every step a pass takes on the node sets, planned from its snapshot alone: pure, so each planner is
-tested from tables of observed state (tests/unit/test_plan.py) and acted on by node_actions.py.
+"""Every step a pass takes on the node sets, planned from its snapshot alone (plan_node_sets): pure,
+so each planner is tested from tables of observed state (tests/unit/test_plan.py and one test file
+beside each planner) and acted on by node_actions.py.
 
-The per-concern planners are scale_in.py (replicas and drains), maintenance.py (holds), rollout.py
-(pod replacement) and drain_timeout.py; this module feeds them the snapshot and adds the removal of
-node sets no longer in the spec.
+This module feeds the per-concern planners the snapshot and gathers their answers in one NodeSetPlan:
+- `sizing`: an autoscaling node set's replicas, power ups, power downs and given-up records
+  (autoscale.py), which become its desired count;
+- `scale_in`: every node set's replicas now and the drains that get it there (scale_in.py), the
+  removed node sets' included, driven to zero;
+- `holds`: maintenance's drains and resumes (maintenance.py);
+- `rollouts`: the outdated pods to drain and replace (rollout.py; none drained while in maintenance);
+- `kube_nodes`: the drains, downs and resumes that Kubernetes node operations and named node
+  conditions ask for (kube_nodes.py), less the nodes another step drains this pass (one owner per drain);
+- `topology`: each worker's place from its Kubernetes node's labels (topology.py);
+- `replacements`: workers moved off Kubernetes nodes a named condition marks bad (kube_nodes.py);
+- `removals`: node sets no longer in the spec, lowered as their scale-in allows, then deleted.
+Not here: active health checks (checks.py, planned from Slurm's jobs as well, in core.py) and
+drainTimeout (drain_timeout.py, applied by node_actions.py while a step waits for jobs).
 """
 from __future__ import annotations
 
@@ -16,8 +28,8 @@ from soperator.reconcile.kube_nodes import NodeOps, Replacements, plan_kube_node
 from soperator.reconcile.maintenance import Hold, plan_maintenance
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.rollout import Rollout, plan_rollout
-from soperator.reconcile.scale_in import Plan, plan_replicas
-from soperator.reconcile.slurm_nodes import node_set_of
+from soperator.reconcile.scale_in import ScaleIn, plan_scale_in
+from soperator.reconcile.slurm_view import node_set_of
 from soperator.reconcile.topology import Placement, plan_topology
 from soperator.render.worker import node_set_stateful_set_name
 
@@ -33,7 +45,7 @@ class Removal:
 
 @dataclass(frozen=True)
 class NodeSetPlan:
-    scale: dict[str, Plan]  # every node set's, the removed ones' included
+    scale_in: dict[str, ScaleIn]  # every node set's replicas now and drains, the removed ones' included
     removals: dict[str, Removal]
     holds: dict[str, Hold]
     rollouts: dict[str, Rollout]
@@ -44,12 +56,12 @@ class NodeSetPlan:
 
     def drained(self) -> set[str]:
         """The nodes this plan's steps drain this pass."""
-        return ({n for steps in (self.scale, self.holds, self.rollouts) for step in steps.values() for n in step.drain}
+        return ({n for steps in (self.scale_in, self.holds, self.rollouts) for step in steps.values() for n in step.drain}
                 | set(self.kube_nodes.drain))
 
     def replicas(self) -> dict[str, int]:
         """What each node set's StatefulSet gets this pass (render's required argument)."""
-        return {name: plan.replicas for name, plan in self.scale.items()}
+        return {name: plan.replicas for name, plan in self.scale_in.items()}
 
 
 def desired_replicas(node_set: NodeSetSpec, sizing: dict[str, Sizing]) -> int:
@@ -75,9 +87,9 @@ def plan_node_sets(snap: Snapshot, now: float) -> NodeSetPlan:
                                       if node_set_of(p) == n.name},
                                      nodes, now, hold=in_maintenance(cluster, n))
               for n in cluster.spec.node_sets if n.autoscale}
-    scale = {n.name: plan_replicas(node_set_stateful_set_name(cluster, n), desired_replicas(n, sizing),
+    scale = {n.name: plan_scale_in(node_set_stateful_set_name(cluster, n), desired_replicas(n, sizing),
                                    _replicas(live.get(n.name)), nodes) for n in cluster.spec.node_sets}
-    scale.update({name: plan_replicas(sts["metadata"]["name"], 0, _replicas(sts), nodes)
+    scale.update({name: plan_scale_in(sts["metadata"]["name"], 0, _replicas(sts), nodes)
                   for name, sts in removed.items()})
     holds = {n.name: plan_maintenance(node_set_stateful_set_name(cluster, n), in_maintenance(cluster, n), nodes)
              for n in cluster.spec.node_sets}
@@ -100,7 +112,7 @@ def plan_node_sets(snap: Snapshot, now: float) -> NodeSetPlan:
                                          cluster.spec.health_check.kubernetes_node_conditions))
 
 
-def _removal(sts: dict, plan: Plan) -> Removal:
+def _removal(sts: dict, plan: ScaleIn) -> Removal:
     name, live = sts["metadata"]["name"], _replicas(sts)
     if plan.replicas < live:
         return Removal(name, replicas=plan.replicas)

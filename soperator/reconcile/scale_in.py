@@ -23,18 +23,18 @@ _GONE_READY = ("drained", "down", "notRegistered")
 
 
 @dataclass(frozen=True)
-class Plan(DrainSteps):
+class ScaleIn(DrainSteps):
     replicas: int  # what the StatefulSet gets now
     waiting: str | None = None  # why the StatefulSet is not at the spec's count yet
 
 
-def plan_replicas(prefix: str, desired: int, live: int | None, nodes: dict[str, SlurmNode] | None) -> Plan:
+def plan_scale_in(prefix: str, desired: int, live: int | None, nodes: dict[str, SlurmNode] | None) -> ScaleIn:
     """`prefix`: the StatefulSet's name (its pods are `<prefix>-<ordinal>`); `live`: its replicas now
     (None: not created yet); `nodes`: Slurm's nodes by name, None when unknown."""
     if live is None or desired >= live:
-        return Plan(desired, resume=_own_drains(prefix, range(desired), nodes))
+        return ScaleIn(desired, resume=_own_drains(prefix, range(desired), nodes))
     if nodes is None:
-        return Plan(live, waiting=f"scale-in {live} -> {desired} paused: Slurm's state is unknown, nothing removed")
+        return ScaleIn(live, waiting=f"scale-in {live} -> {desired} paused: Slurm's state is unknown, nothing removed")
     leaving = [member_name(prefix, i) for i in range(desired, live)]
     drain = [n for n in leaving if n in nodes and "DRAIN" not in nodes[n].flags
              and nodes[n].category() not in ("down", "notRegistered")]
@@ -46,7 +46,7 @@ def plan_replicas(prefix: str, desired: int, live: int | None, nodes: dict[str, 
     waiting = None if replicas == desired else (
         f"scale-in {live} -> {desired}: waiting for {len(busy)} draining node(s) to finish their jobs: "
         f"{', '.join(busy)}")
-    return Plan(replicas, drain=drain, busy=busy, waiting=waiting)
+    return ScaleIn(replicas, drain=drain, busy=busy, waiting=waiting)
 
 
 def _own_drains(prefix: str, ordinals: range, nodes: dict[str, SlurmNode] | None) -> list[str]:

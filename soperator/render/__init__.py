@@ -1,7 +1,8 @@
 """Pure renderers: a validated SlurmCluster (plus key material) in, Kubernetes objects out.
 
 Objects come in the operator's apply order: key Secrets, accounting (slurmdbd and its database),
-config maps, the populate-jail Job, then the Slurm nodes.
+config maps, the populate-jail Job, then the node objects (node_objects: the controller, every node
+set's workers and login, with their Services, network policies and disruption budgets).
 """
 from __future__ import annotations
 
@@ -67,9 +68,13 @@ def config_maps(cluster: SlurmCluster, accounting_live: bool = True, blocks: tup
     return [slurm_configs_config_map(cluster, accounting_live, blocks), sshd_config_map(cluster), *identity]
 
 
-def slurm_nodes(cluster: SlurmCluster, replicas: dict[str, int], operator_namespace: str | None = None,
-                parts: dict[str, SlurmCluster] | None = None) -> list[Obj]:
-    """`replicas`: every node set's count, as planned (a scale-in holds a StatefulSet above its spec's
+def node_objects(cluster: SlurmCluster, replicas: dict[str, int], operator_namespace: str | None = None,
+                 parts: dict[str, SlurmCluster] | None = None) -> list[Obj]:
+    """The objects of the pods that run Slurm's daemons: the network policies, the controller and its
+    Services, every node set's StatefulSet and the workers' Service, login and its Services, the
+    disruption budgets.
+
+    `replicas`: every node set's count, as planned (a scale-in holds a StatefulSet above its spec's
     count while its leaving nodes drain: soperator/reconcile/scale_in.py); `spec_replicas` for a render
     that plans nothing. `operator_namespace`: where the operator runs, the only place slurmrestd is
     reached from (None: its pods by label, in any namespace). `parts`: the cluster as the controller,
@@ -96,4 +101,4 @@ def render_all(cluster: SlurmCluster, keys: KeyMaterial | None, operator_namespa
     """Every object of the cluster; without keys, the generated Secrets are left out."""
     head = secrets(cluster, keys) if keys is not None else []
     return (head + accounting(cluster, keys) + config_maps(cluster, accounting_live=True) + [populate_jail_job(cluster)]
-            + slurm_nodes(cluster, spec_replicas(cluster), operator_namespace))
+            + node_objects(cluster, spec_replicas(cluster), operator_namespace))

@@ -43,7 +43,10 @@ def _env() -> jinja2.Environment:
 
 
 def controller_host(cluster: SlurmCluster) -> str:
-    return f"{object_name(cluster, CONTROLLER)}-0"
+    """slurmctld's host (slurm.conf's SlurmctldHost, the conf server, the metrics URL): the controller
+    StatefulSet's first member. The one place that says which member runs slurmctld; a backup slurmctld
+    would be another member (docs/where-to-change.md)."""
+    return member_name(object_name(cluster, CONTROLLER), 0)
 
 
 def conf_server(cluster: SlurmCluster) -> str:
@@ -152,8 +155,8 @@ def topology_yaml(cluster: SlurmCluster, blocks: tuple[str, ...] = ()) -> str:
 
 
 def slurmdbd_host(cluster: SlurmCluster) -> str:
-    """The slurmdbd pod's host name: slurmdbd.conf's DbdHost must be it."""
-    return f"{object_name(cluster, SLURMDBD)}-0"
+    """The slurmdbd pod's host name, its StatefulSet's one member: slurmdbd.conf's DbdHost must be it."""
+    return member_name(object_name(cluster, SLURMDBD), 0)
 
 
 def slurmdbd_address(cluster: SlurmCluster) -> str:

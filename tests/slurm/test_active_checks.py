@@ -13,7 +13,7 @@ from soperator.node.drains import ACTIVE_CHECK
 from soperator.reconcile.checks import CheckPlan, plan_checks
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.node_actions import act_on_checks
-from soperator.reconcile.slurm_nodes import Observation
+from soperator.reconcile.slurm_view import Observation
 from soperator.render.configs import controller_host, slurm_files, worker_node_conf
 from soperator.slurm import SlurmRestClient, mint_token
 from tests.conftest import make_cluster

@@ -9,8 +9,8 @@ from soperator.node.drains import MAINTENANCE, SCALE_IN, UPDATE
 from soperator.node.layout import NODE_SET_LABEL
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.plan import Removal, plan_node_sets
-from soperator.reconcile.slurm_nodes import Observation
-from soperator.render import slurm_nodes
+from soperator.reconcile.slurm_view import Observation
+from soperator.render import node_objects
 from soperator.slurm import SlurmNode
 from tests.conftest import make_cluster
 from tests.support.slurm_states import nodes_in_states
@@ -62,15 +62,15 @@ def test_a_new_node_set_gets_its_spec_count():
 def test_scale_in_drains_then_lowers(states, replicas, drain, busy):
     plan = _plan(_snapshot([{"name": "a", "replicas": 1}], [_sts("a", 3)], _pods("a", NEW, NEW, NEW),
                                     _nodes("a", *states)))
-    assert (plan.scale["a"].replicas, plan.scale["a"].drain, plan.scale["a"].busy) == (replicas, drain, busy)
+    assert (plan.scale_in["a"].replicas, plan.scale_in["a"].drain, plan.scale_in["a"].busy) == (replicas, drain, busy)
 
 
 def test_slurm_unknown_moves_nothing():
     plan = _plan(_snapshot([{"name": "a", "replicas": 1}], [_sts("a", 3, revision=NEW)],
                                     _pods("a", OLD, OLD, OLD), None))
-    assert plan.replicas() == {"a": 3} and not plan.scale["a"].drain
+    assert plan.replicas() == {"a": 3} and not plan.scale_in["a"].drain
     assert plan.rollouts["a"].delete_pods == [] and plan.rollouts["a"].drain == []
-    assert "unknown" in plan.scale["a"].waiting and "unknown" in plan.rollouts["a"].waiting
+    assert "unknown" in plan.scale_in["a"].waiting and "unknown" in plan.rollouts["a"].waiting
 
 
 @pytest.mark.parametrize("live, states, removal", [
@@ -107,7 +107,7 @@ def test_render_takes_the_planned_replicas_and_refuses_to_guess():
     snap = _snapshot([{"name": "a", "replicas": 1}], [_sts("a", 3)], _pods("a", NEW, NEW, NEW),
                      _nodes("a", "IDLE", "IDLE", "ALLOCATED"))
     plan = _plan(snap)
-    workers = [o for o in slurm_nodes(snap.cluster, plan.replicas()) if o["metadata"]["name"] == "demo-a"]
+    workers = [o for o in node_objects(snap.cluster, plan.replicas()) if o["metadata"]["name"] == "demo-a"]
     assert workers[0]["spec"]["replicas"] == 3  # held up while demo-a-1 and demo-a-2 drain
     with pytest.raises(KeyError):
-        slurm_nodes(snap.cluster, {})
+        node_objects(snap.cluster, {})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from soperator.node.layout import NODE_SET_LABEL
-from soperator.reconcile.slurm_nodes import node_set_counts, pod_condition, pod_condition_changes
+from soperator.reconcile.slurm_view import slurm_state_counts, pod_condition, pod_condition_changes
 from soperator.slurm import SlurmNode
 from tests.conftest import make_cluster
 
@@ -45,8 +45,8 @@ def test_each_worker_is_counted_once_in_its_node_set():
         SlurmNode(name="demo-gpu-3", state=["IDLE", "CLOUD", "POWERED_DOWN"], features=["gpu"]),
     ]}
     pods = [_pod("demo-cpu-0", "cpu"), _pod("demo-cpu-1", "cpu"), _pod("demo-gpu-0", "gpu")]
-    cpu = node_set_counts(cluster.spec.node_sets[0], pods, nodes)
-    gpu = node_set_counts(cluster.spec.node_sets[1], pods, nodes)
+    cpu = slurm_state_counts(cluster.spec.node_sets[0], pods, nodes)
+    gpu = slurm_state_counts(cluster.spec.node_sets[1], pods, nodes)
     assert {k: v for k, v in cpu.items() if v} == {"idle": 1, "draining": 1, "notRegistered": 1}
     assert {k: v for k, v in gpu.items() if v} == {"notRegistered": 1}
 

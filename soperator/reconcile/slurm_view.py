@@ -1,7 +1,14 @@
-"""What Slurm says of each worker: counts per node set for the CR status, and a condition on each
-worker pod. One slurmrestd list call per reconcile, whatever the number of nodes; writes only what
-changed. When Slurm cannot be asked, its state is unknown: the last counts and the pod conditions
-stay as they were and the SlurmReachable condition says why."""
+"""Slurm's view of the workers: observed once a pass, then turned into status.
+
+- observe_slurm: the pass's one slurmrestd node list, whatever the number of nodes (an Observation:
+  Slurm's nodes by name less the node sets' FUTURE placeholders, None when unknown, the
+  SlurmReachable condition, and the jobs, listed at most once and only when a step waits for jobs).
+- slurm_status: status.nodeSets (pods desired and ready, Slurm state counts per node set, what a
+  scale-in waits for, an autoscaling node set's sizing) and status.slurmNodes (their sums); on the
+  way, each worker pod's SlurmNode condition and evictable label (evictions.py), written only when
+  they changed.
+When Slurm cannot be asked, its state is unknown: the last counts and the pod conditions stay as
+they were and the SlurmReachable condition says why."""
 from __future__ import annotations
 
 import datetime
@@ -14,7 +21,7 @@ from soperator.kube import Kube
 from soperator.node.layout import NODE_SET_LABEL
 from soperator.reconcile.conditions import Cond
 from soperator.reconcile.autoscale import Sizing
-from soperator.reconcile.scale_in import Plan
+from soperator.reconcile.scale_in import ScaleIn
 from soperator.render.configs import placeholder_node_name
 from soperator.reconcile.drain_timeout import jobs_on
 from soperator.reconcile.evictions import write_evictable_labels
@@ -81,7 +88,7 @@ def workers_of(cluster: SlurmCluster, nodes: list[SlurmNode]) -> dict[str, Slurm
 
 
 def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], body: dict, seen: Observation,
-                 plans: dict[str, Plan], pods: list[dict], waited: dict | None = None,
+                 scale_ins: dict[str, ScaleIn], pods: list[dict], waited: dict | None = None,
                  sizing: dict[str, Sizing] | None = None) -> tuple[list[dict], dict | None]:
     """(status.nodeSets, status.slurmNodes); `counts`: each node set's desired and ready pods. The worker
     pods' conditions and evictable labels written on the way. Slurm
@@ -94,8 +101,8 @@ def slurm_status(kube: Kube, cluster: SlurmCluster, counts: dict[str, dict], bod
     node_sets = []
     for node_set in cluster.spec.node_sets:
         entry = {"name": node_set.name, **counts[node_set.name]}
-        slurm = node_set_counts(node_set, pods, seen.nodes) if seen.nodes is not None else old.get(node_set.name)
-        plan = plans[node_set.name]
+        slurm = slurm_state_counts(node_set, pods, seen.nodes) if seen.nodes is not None else old.get(node_set.name)
+        plan = scale_ins[node_set.name]
         if plan.waiting:
             entry["scaleIn"] = {"replicas": node_set.replicas, "waitingFor": plan.busy, "message": plan.waiting}
             if node_set.name in (waited or {}):
@@ -118,7 +125,7 @@ def category(name: str, nodes: dict[str, SlurmNode]) -> NodeState:
     return node.category() if node else "notRegistered"
 
 
-def node_set_counts(node_set: NodeSetSpec, pods: list[dict], nodes: dict[str, SlurmNode]) -> dict[str, int]:
+def slurm_state_counts(node_set: NodeSetSpec, pods: list[dict], nodes: dict[str, SlurmNode]) -> dict[str, int]:
     """Each of the node set's workers once: its pods, and Slurm nodes of its NodeSet feature (an
     autoscaling node set's powered-down records are room to grow, not workers: status' autoscale)."""
     names = {p["metadata"]["name"] for p in pods if node_set_of(p) == node_set.name}
