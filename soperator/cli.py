@@ -1,4 +1,5 @@
-"""`soperator` command line: run (the operator), render, validate and crd."""
+"""`soperator` command line: run (the operator), render, validate, crd, generate (every generated file of
+the repository), and the node DaemonSets' commands."""
 from __future__ import annotations
 
 import argparse
@@ -96,6 +97,26 @@ def cmd_crd(args: argparse.Namespace) -> int:
     return _emit(crd_yaml(), args.write)
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from soperator import generate
+
+    root = Path(args.root)
+    if not generate.is_repository(root):
+        print(f"error: {root.resolve()} is not the soperator repository (no pyproject.toml, charts/, crds/): "
+              "run it from the repository's root or give --root", file=sys.stderr)
+        return 2
+    if args.check:
+        stale = generate.stale(root)
+        for path in stale:
+            print(f"out of date: {path}")
+        if stale:
+            print(f"run `{generate.COMMAND}` to bring them up to date", file=sys.stderr)
+        return 1 if stale else 0
+    for path in generate.write(root):
+        print(f"wrote {path}" if (root / path).exists() else f"removed {path}")
+    return 0
+
+
 def cmd_seccomp_profile(args: argparse.Namespace) -> int:
     from soperator.render.seccomp_profile import profile_file_name, profile_json
 
@@ -173,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     crd = sub.add_parser("crd", help="print the CustomResourceDefinition generated from the API models")
     crd.add_argument("--write", metavar="PATH", help="write to PATH instead of stdout")
     crd.set_defaults(func=cmd_crd)
+    generate = sub.add_parser("generate", help="write every generated file of the repository: the CRD (crds/ and "
+                              "the operator chart's copy), the charts' values schemas, the seccomp profile")
+    generate.add_argument("--root", default=".", help="the repository's root (default: the current directory)")
+    generate.add_argument("--check", action="store_true", help="write nothing; list what is out of date, exit 1 if any")
+    generate.set_defaults(func=cmd_generate)
     profile = sub.add_parser("seccomp-profile", help="print the seccomp profile of node sets with Pyxis")
     profile.add_argument("--write-dir", metavar="DIR", help="write it into DIR under its name, pyxis-worker-<digest>"
                          ".json (and remove older ones), instead of to stdout")

@@ -9,6 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from soperator import generate
 from soperator.api import parse_cluster
 from soperator.api.crd import crd_yaml, values_schema_json
 from soperator.api.paths import host_path_values_schema
@@ -69,19 +70,25 @@ def test_rendered_objects_are_valid(tools, chart, args):
             kubernetes_validate.validate(doc, version, strict=True)
 
 
+# Each drift test names the one command that writes every generated file (soperator/generate.py).
+FIX = f"drifted from the code: run `{generate.COMMAND}` from the repository's root"
+
+
 def test_crd_in_chart_is_byte_identical_to_the_generated_one():
-    assert (CHARTS / "slurm-operator" / "files" / "slurmclusters.slurm.soperator.dev.yaml").read_text() == crd_yaml()
-    assert (ROOT / "crds" / "slurmclusters.slurm.soperator.dev.yaml").read_text() == crd_yaml()
+    assert (CHARTS / "slurm-operator" / "files" / "slurmclusters.slurm.soperator.dev.yaml").read_text() == crd_yaml(), \
+        FIX
+    assert (ROOT / "crds" / "slurmclusters.slurm.soperator.dev.yaml").read_text() == crd_yaml(), FIX
 
 
 def test_storage_host_path_rule_is_the_models():
     schema = json.loads((CHARTS / "slurm-cluster-storage" / "values.schema.json").read_text())
-    pv = schema["properties"]["jail"]["properties"]["persistentVolume"]["properties"]
-    assert pv["hostPath"] == host_path_values_schema()
+    for volume in ("jail", "controllerSpool", "accountingDatabase"):
+        pv = schema["properties"][volume]["properties"]["persistentVolume"]["properties"]
+        assert pv["hostPath"] == host_path_values_schema(), f"{volume}: {FIX}"
 
 
 def test_cluster_values_schema_is_generated_from_the_models():
-    assert (CHARTS / "slurm-cluster" / "values.schema.json").read_text() == values_schema_json()
+    assert (CHARTS / "slurm-cluster" / "values.schema.json").read_text() == values_schema_json(), FIX
 
 
 def test_chart_versions_follow_the_package():

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+from soperator import generate
 from soperator.render.seccomp_profile import (NOT_OFFERED, REFUSED, profile_file_name, profile_json,
                                                pyxis_worker_profile, pyxis_worker_profile_path)
 from soperator.seccomp_install import install_profiles
@@ -15,8 +16,9 @@ from tests.support_paths import ROOT, SECCOMP_FILES
 
 def test_the_chart_ships_the_profile_the_code_writes_under_its_digest():
     assert sorted(os.listdir(SECCOMP_FILES)) == [profile_file_name()], \
-        f"run `soperator seccomp-profile --write-dir {SECCOMP_FILES.relative_to(ROOT)}`"
-    assert (SECCOMP_FILES / profile_file_name()).read_text() == profile_json()
+        f"run `{generate.COMMAND}` (it writes every generated file)"
+    assert (SECCOMP_FILES / profile_file_name()).read_text() == profile_json(), \
+        f"run `{generate.COMMAND}` (it writes every generated file)"
     assert pyxis_worker_profile_path() == f"soperator/{profile_file_name()}"
     out = subprocess.run([sys.executable, "-m", "soperator.cli", "seccomp-profile"], capture_output=True, text=True,
                          check=True, cwd=ROOT).stdout
