@@ -61,5 +61,5 @@ def claim_changes(snap: Snapshot) -> list[str]:
             refused.append(f"{field}: StatefulSet {name} keeps {_describe(kept)} and Kubernetes does not change a "
                            f"StatefulSet's volumeClaimTemplates: put the field back (this spec asks for "
                            f"{_describe(asked)}), though a PVC grows in place where its storage class allows expansion "
-                           f"(docs/operations.md, per-pod volumes)")
+                           f"(docs/node-sets.md, per-pod volumes)")
     return refused

@@ -1,7 +1,7 @@
 """The malformed-manifest corpus (tests/data/bad_crs/): each file starts with header lines
 
     # expect-error-at: spec.x.y          the field soperator's error names (required)
-    # class: injection                   which class of bad input it stands for (see docs/operations.md)
+    # class: injection                   which class of bad input it stands for (see docs/validation.md)
     # api-server: accepts: why           the CRD schema cannot say the rule; the operator refuses it
     # api-server: refuses-unnamed: why   refused before any field is looked at (size, no name)
     # api-server: file-only: why         a defect of the file that kubectl does not send on (it

@@ -11,7 +11,7 @@ from soperator.api.validate import FieldError
 from tests.support.bad_corpus import CASES
 from tests.support_paths import ROOT
 
-# The classes of bad input docs/operations.md's validation section lists; each needs three cases or more.
+# The classes of bad input docs/validation.md lists ("What validation refuses"); each needs three cases or more.
 CLASSES = ("injection", "managed-key", "cross-field", "path", "ssh-key", "loose-type", "size", "secret",
            "kubernetes", "slurm", "parsing", "crash")
 

@@ -25,16 +25,20 @@ def _keys(text: str, first: str | None = None, skip_first: str | None = None) ->
 def test_every_slurm_conf_key_the_template_writes_is_managed():
     files = slurm_files(EVERYTHING)
     written = _keys(files["slurm.conf"], skip_first="PartitionName") - {"partitionname"}
-    assert written - MANAGED_SLURM_KEYS == set()
+    assert written - MANAGED_SLURM_KEYS == set(), (
+        "add these keys to MANAGED_SLURM_KEYS (soperator/api/slurm_config.py), then run `soperator generate`: "
+        "the CRD's rule on slurmConfig.extra lists them (docs/where-to-change.md)")
     assert "partitionname" in MANAGED_SLURM_KEYS and "nodename" in MANAGED_SLURM_KEYS
 
 
 def test_every_partition_key_the_template_writes_is_managed():
     written = _keys(slurm_files(EVERYTHING)["slurm.conf"], first="PartitionName")
-    assert written and written - MANAGED_PARTITION_KEYS == set()
+    assert written and written - MANAGED_PARTITION_KEYS == set(), (
+        "add these keys to MANAGED_PARTITION_KEYS (soperator/api/slurm_config.py), then run `soperator generate`")
 
 
 def test_every_cgroup_key_the_template_writes_is_managed():
     for gpus in (0, 2):
         written = _keys(slurm_files(make_cluster(nodeSets=[{"name": "n", "gpus": gpus}]))["cgroup.conf"])
-        assert written and written - MANAGED_CGROUP_KEYS == set()
+        assert written and written - MANAGED_CGROUP_KEYS == set(), (
+            "add these keys to MANAGED_CGROUP_KEYS (soperator/api/slurm_config.py), then run `soperator generate`")
