@@ -40,12 +40,25 @@ def links(path):
 
 
 def slug(heading):
-    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+    """GitHub's: the heading as rendered (a code span's text kept, a link's text for the link),
+    lowercased, all but letters, digits, `_`, `-` and spaces dropped, spaces made hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).replace("`", "")
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+def headings(path):
+    """The file's lines outside fenced code blocks, inline code kept (a heading's anchor has its text)."""
+    fenced = False
+    for line in path.read_text().splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            yield line
 
 
 def anchors(path):
     seen, result = Counter(), set()
-    for line in prose(path):
+    for line in headings(path):
         match = HEADING.match(line)
         if match:
             base = slug(match.group(1))
@@ -87,3 +100,13 @@ def test_readme_keeps_the_test_command():
         elif block == "sh" and line.strip() == ".venv/bin/python -m pytest":
             found = True
     assert found, "README.md no longer has the line `.venv/bin/python -m pytest` in a ```sh block"
+
+
+@pytest.mark.parametrize("heading,anchor", [
+    ("Container jobs (Pyxis)", "container-jobs-pyxis"),
+    ("Try it: one command on a fresh Debian machine", "try-it-one-command-on-a-fresh-debian-machine"),
+    ("`spec.nodeSets`: node sets", "specnodesets-node-sets"),
+    ("Where [this](x.md) goes", "where-this-goes"),
+])
+def test_slugs_follow_githubs_rules(heading, anchor):
+    assert slug(heading) == anchor
