@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from images import vendor
-from images.podman import CACHE, PodmanError, podman, podman_streamed
+from images.podman import CACHE, PodmanError, podman, podman_streamed, store_lock
 from soperator.api import releases
 
 HERE = Path(__file__).resolve().parent
@@ -92,6 +92,11 @@ def _teller(progress: Progress | None, head: str) -> Progress:
 
 def ensure_base(suite: str = SUITE, progress: Progress | None = None) -> str:
     """A Debian `suite` minbase image made with debootstrap (the tarball is cached); its name."""
+    with store_lock():
+        return _ensure_base(suite, progress)
+
+
+def _ensure_base(suite: str, progress: Progress | None) -> str:
     ref, tar = base_ref(suite), CACHE / "images" / f"{suite}-minbase-nodebs.tar"
     if podman("image", "exists", ref, check=False).returncode == 0:
         return ref
@@ -221,8 +226,10 @@ def drop_replaced_images() -> None:
     """A rebuild leaves the image it replaced, and that image's cached steps, untagged in the store.
     Kept, they filled a long-lived CI machine's disk (32 GB of 37 after a week of rebuilds) until the
     test kubelet saw disk pressure and stopped admitting pods. Only untagged images no container uses
-    go: every tagged image, and the cached steps it was built from, stay."""
-    podman("image", "prune", "--force", timeout=900)
+    go: every tagged image, and the cached steps it was built from, stay. Under the store's lock: the
+    untagged steps of a build under way in another process would go too."""
+    with store_lock():
+        podman("image", "prune", "--force", timeout=900)
 
 
 def _wanted(only: list[str] | None, release: str = SLURM_RELEASE) -> list[str]:
@@ -249,7 +256,14 @@ def build_all(force: bool = False, only: list[str] | None = None,
               release: str = SLURM_RELEASE) -> dict[str, float]:
     """Build the images (all, or `only` these and their parents) for Slurm `release`; returns seconds
     per image built. `sources` replaces vendored archives by upstream's (images.vendor); `progress` is
-    told which image is building and its steps as they start."""
+    told which image is building and its steps as they start. One process at a time (store_lock): a
+    second waits, then finds the images up to date."""
+    with store_lock():
+        return _build_all(force, only, sources, progress, release)
+
+
+def _build_all(force: bool, only: list[str] | None, sources: dict[str, vendor.Source] | None,
+               progress: Progress | None, release: str) -> dict[str, float]:
     if release not in SUITES:
         raise PodmanError(f"no images for Slurm {release}; known: {', '.join(SUITES)}")
     names = _wanted(only, release)

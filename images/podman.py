@@ -8,6 +8,8 @@ machine that has CNI state, so the backend is named, and its network definitions
 from __future__ import annotations
 
 import collections
+import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -34,6 +36,30 @@ network_config_dir = "{networks}"
 
 class PodmanError(RuntimeError):
     pass
+
+
+_LOCK = threading.RLock()
+_held: list[int] = []  # the lock file's descriptor while this process holds it
+
+
+@contextlib.contextmanager
+def store_lock():
+    """The image store to this holder alone among processes: the test suite runs in several pytest
+    workers, and a build, an image prune or a base debootstrap in one must not meet another's (a prune
+    removes the untagged steps of a build under way). Re-entrant within a process."""
+    with _LOCK:
+        if _held:
+            yield
+            return
+        PODMAN_DIR.mkdir(parents=True, exist_ok=True)
+        fd = os.open(PODMAN_DIR / "store.lock", os.O_CREAT | os.O_RDWR, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            _held.append(fd)
+            yield
+        finally:
+            _held.clear()
+            os.close(fd)  # closing releases the flock
 
 
 def podman_env() -> dict[str, str]:

@@ -230,11 +230,11 @@ class Node:
         return [r for r, _ in todo]
 
     def _ensure_pause_image(self) -> None:
-        from images.podman import podman
+        from images.podman import podman, store_lock
 
         if podman("image", "exists", PAUSE_IMAGE, check=False).returncode == 0:
             return
-        with tempfile.TemporaryDirectory() as ctx:
+        with tempfile.TemporaryDirectory() as ctx, store_lock():
             run("gcc", "-static", "-Os", "-o", f"{ctx}/pause", str(HERE / "pause" / "pause.c"))
             Path(ctx, "Containerfile").write_text('FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n')
             podman("build", "-t", PAUSE_IMAGE, ctx)

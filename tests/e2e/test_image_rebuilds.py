@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from images.build import IMAGES, drop_replaced_images, image_ref
-from images.podman import podman
+from images.podman import podman, store_lock
 
 pytestmark = pytest.mark.e2e
 REF = "localhost/soperator/test-rebuild:1"
@@ -23,16 +23,18 @@ def _exists(image: str) -> bool:
 
 def test_a_rebuilt_image_leaves_nothing_untagged_and_tagged_images_keep_their_cache(images, tmp_path):
     (tmp_path / "Containerfile").write_text("FROM scratch\nCOPY stamp /stamp\n")
-    built = []
-    try:
-        for stamp in ("first", "second"):
-            (tmp_path / "stamp").write_text(stamp)
-            built.append(_build(tmp_path))
-        first, second = built
-        assert first != second and _exists(first)  # the replaced image lingers, untagged
-        drop_replaced_images()
-        assert not _exists(first)
-        assert _build(tmp_path) == second  # the tagged image's steps still cached: nothing rebuilt
-        assert all(_exists(image_ref(name)) for name in IMAGES)
-    finally:
-        podman("rmi", "--force", REF, check=False)
+    # The store to this test alone: another test process's build or prune would change what it counts.
+    with store_lock():
+        try:
+            built = []
+            for stamp in ("first", "second"):
+                (tmp_path / "stamp").write_text(stamp)
+                built.append(_build(tmp_path))
+            first, second = built
+            assert first != second and _exists(first)  # the replaced image lingers, untagged
+            drop_replaced_images()
+            assert not _exists(first)
+            assert _build(tmp_path) == second  # the tagged image's steps still cached: nothing rebuilt
+            assert all(_exists(image_ref(name)) for name in IMAGES)
+        finally:
+            podman("rmi", "--force", REF, check=False)

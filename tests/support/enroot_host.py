@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 from images.build import ensure_base, image_ref
-from images.podman import podman, podman_env
+from images.podman import podman, podman_env, store_lock
 
 TREE = "/opt/soperator/enroot"  # where the node image keeps the enroot build (images/common/Containerfile)
 
@@ -23,7 +23,8 @@ def bookworm_image(workdir: Path) -> str:
     CMD an image from a registry has and `podman create` needs."""
     ref = "localhost/soperator/test-bookworm:12"
     (workdir / "Containerfile").write_text(f"FROM {ensure_base('bookworm')}\nCMD [\"/bin/bash\"]\n")
-    podman("build", "-q", "-t", ref, "-f", str(workdir / "Containerfile"), str(workdir))
+    with store_lock():  # no prune in another test process meets the build
+        podman("build", "-q", "-t", ref, "-f", str(workdir / "Containerfile"), str(workdir))
     return ref
 
 
