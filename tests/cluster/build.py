@@ -13,6 +13,7 @@ changed. A failure raises BuildError with one readable message.
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import os
@@ -122,11 +123,20 @@ def _cached(go: str, module: Path, bin_dir: Path, components: tuple[str, ...], l
     paths = {c: bin_dir / c for c in components}
     stamp = bin_dir / f".stamp-{module.name}"
     fingerprint = _fingerprint(go, module, ldflags)
-    if all(p.exists() for p in paths.values()) and stamp.exists() and stamp.read_text() == fingerprint:
+
+    def current() -> bool:
+        return all(p.exists() for p in paths.values()) and stamp.exists() and stamp.read_text() == fingerprint
+
+    if current():
         return paths
     bin_dir.mkdir(parents=True, exist_ok=True)
-    build()
-    stamp.write_text(fingerprint)
+    # One builder per module among processes (the suite's parallel workers): the second waits, then
+    # finds the binaries current.
+    with open(bin_dir / f".lock-{module.name}", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not current():
+            build()
+            stamp.write_text(fingerprint)
     return paths
 
 
@@ -169,6 +179,11 @@ def etcd_binary(bin_dir: Path = BIN) -> Path:
 def coredns_binary(bin_dir: Path = BIN) -> Path:
     """CoreDNS alone: the e2e network's DNS needs no Kubernetes component."""
     return _build(go_binary(), COREDNS, bin_dir, ("coredns",), ".", "")["coredns"]
+
+
+def build_cached(module: Path, name: str, bin_dir: Path = BIN) -> Path:
+    """A small Go module of the tests' own (one `main` package), built once and cached like the rest."""
+    return _build(go_binary(), module, bin_dir, (name,), ".", "")[name]
 
 
 def registry_binary(bin_dir: Path = BIN) -> Path:
