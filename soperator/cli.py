@@ -11,6 +11,7 @@ from typing import Any
 
 from soperator import kubeyaml
 from soperator.api import SpecError, parse_cluster
+from soperator.api.cluster import GROUP, KIND
 from soperator.api.crd import crd_yaml
 from soperator.yamlio import dump_all
 
@@ -19,6 +20,15 @@ def _documents(path: str) -> list[Any]:
     """The file's documents as kubectl would send them (soperator/kubeyaml.py)."""
     with (sys.stdin if path == "-" else open(path, encoding="utf-8")) as fh:
         return list(kubeyaml.load_all(fh.read()))
+
+
+def _another_kind(doc: Any) -> bool:
+    """A document of another kind and API group (a Secret beside the cluster): `kubectl apply -f` sends
+    it as itself, so it is not checked here. A wrong kind in our group, or our kind in another group, is
+    a SlurmCluster written wrong, and refused."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("kind"), str) or not isinstance(doc.get("apiVersion"), str):
+        return False
+    return doc["kind"] != KIND and doc["apiVersion"].split("/")[0] != GROUP
 
 
 def _load(path: str):
@@ -32,7 +42,15 @@ def _load(path: str):
     if not docs:
         print(f"error: {path}: no SlurmCluster document", file=sys.stderr)
         return None
+    ours = [(index, doc) for index, doc in enumerate(docs) if not _another_kind(doc)]
     for index, doc in enumerate(docs):
+        if _another_kind(doc):
+            print(f"note: {path}[{index}]: {doc['apiVersion']} {doc['kind']} is not a SlurmCluster: left to kubectl",
+                  file=sys.stderr)
+    if not ours:
+        print(f"error: {path}: no SlurmCluster document", file=sys.stderr)
+        return None
+    for index, doc in ours:
         try:
             clusters.append(parse_cluster(doc))
         except SpecError as exc:

@@ -41,6 +41,11 @@ _DIGITS = {2: "01", 8: "01234567", 10: "0123456789", 16: "0123456789abcdefABCDEF
 INT64, UINT64 = (-(2**63), 2**63 - 1), (0, 2**64 - 1)
 # The deepest field of a SlurmCluster (a node set's affinity terms) is about a dozen levels down.
 MAX_DEPTH = 64
+# A SlurmCluster is stored in etcd, whose objects are at most ~1.5 MB. YAML aliases let a small file
+# stand for a much larger document: its expanded size is counted on the parsed nodes (each node once)
+# and bounded before anything walks or builds the expansion.
+MAX_VALUES = 20_000
+MAX_TEXT = 1_000_000
 
 
 class ManifestError(ValueError):
@@ -112,6 +117,24 @@ class _Loader(yaml.SafeLoader):
             return resolve_plain(value)[0]
         return super().resolve(kind, value, implicit)
 
+    def flatten_mapping(self, node: MappingNode) -> None:
+        """Merge keys as go-yaml v2 (kubectl) applies them: in the order written, so a `<<` after an
+        explicit key overrides it, and one before is overridden (PyYAML lets explicit keys win
+        wherever they stand); of a list of merged mappings, the first wins."""
+        pairs = []
+        for key, value in node.value:
+            if key.tag != MERGE or key.style is not None:
+                pairs.append((key, value))
+                continue
+            sources = value.value if isinstance(value, SequenceNode) else [value]
+            for source in reversed(sources):
+                if not isinstance(source, MappingNode):
+                    raise ManifestError(f"line {source.start_mark.line + 1}", "a merge key (<<) takes a mapping or a "
+                                                                              "list of mappings")
+                self.flatten_mapping(source)
+                pairs.extend(source.value)
+        node.value = pairs
+
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[str, Any]:
         """Keys become JSON's strings as they are read: `n` (false) and `1e-400` (0) stay two keys."""
         self.flatten_mapping(node)
@@ -162,6 +185,43 @@ def _depth_checked(text: str) -> None:
                 depth -= 1
     finally:
         loader.dispose()
+
+
+def _expanded_size(root: Node) -> None:
+    """Refuse a document whose aliases expand it beyond MAX_VALUES values or MAX_TEXT characters (an
+    "alias bomb"): each node's expanded size is counted once, from its children's, so the work is
+    the number of nodes written, however large the expansion (kubectl's go-yaml expands it all). An
+    alias inside its own anchor is refused (go-yaml: "anchor … value contains itself")."""
+    sizes: dict[int, tuple[int, int]] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = ([n for pair in node.value for n in pair] if isinstance(node, MappingNode)
+                    else list(node.value) if isinstance(node, SequenceNode) else [])
+        if not children_done:
+            if id(node) in on_path:
+                raise ManifestError("<root>", f"an alias inside its own anchor (line {node.start_mark.line + 1}): "
+                                              "it never ends")
+            on_path.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+            continue
+        on_path.discard(id(node))
+        values, text = 1, len(node.value) if isinstance(node, ScalarNode) else 0
+        for child in children:
+            if id(child) in on_path:
+                raise ManifestError("<root>", f"an alias inside its own anchor (line {child.start_mark.line + 1}): "
+                                              "it never ends")
+            child_values, child_text = sizes[id(child)]
+            values, text = values + child_values, text + child_text
+        if values > MAX_VALUES or text > MAX_TEXT:
+            raise ManifestError("<root>", f"YAML aliases expand the document to more than {MAX_VALUES:,} values or "
+                                          f"{MAX_TEXT:,} characters (at line {node.start_mark.line + 1}); refused "
+                                          "before it is expanded")
+        sizes[id(node)] = (values, text)
 
 
 def _join(path: str, part: str | int) -> str:
@@ -271,6 +331,7 @@ def _documents(text: str) -> Iterator[Any]:
             node = loader.get_node()
             if node is None:
                 continue
+            _expanded_size(node)
             _refuse_repeated_keys(node)
             document = _as_json(loader.construct_document(node))
             if document is not None:

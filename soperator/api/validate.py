@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from soperator import kubeyaml
+
 from soperator.api.cluster import SlurmCluster
 from soperator.api.common import AtField
 
@@ -48,10 +50,9 @@ def _message(err: dict[str, Any]) -> str:
     return msg
 
 
-# A SlurmCluster is stored in etcd, whose objects are at most ~1.5 MB. YAML aliases let a small file
-# stand for a much larger document; its expanded size is bounded before anything reads it further.
-MAX_VALUES = 20_000
-MAX_TEXT = 1_000_000
+# A SlurmCluster is stored in etcd, whose objects are at most ~1.5 MB; kubeyaml bounds a file's
+# expansion by the same numbers before it is built, and a manifest from elsewhere is checked here.
+MAX_VALUES, MAX_TEXT = kubeyaml.MAX_VALUES, kubeyaml.MAX_TEXT
 
 
 def check_size(manifest: Any) -> None:
@@ -73,12 +74,27 @@ def check_size(manifest: Any) -> None:
                                                   f"{MAX_TEXT:,} characters (YAML aliases?); refused before use")])
 
 
+# Fields whose content is free-form (the CRD keeps unknown fields there, nulls included).
+FREE_FORM = frozenset({"affinity"})
+
+
+def _without_nulls(node: Any) -> Any:
+    """The manifest as the apiserver stores it: a null for a field is dropped, as structural pruning
+    drops it (the field then takes its default; for a nullable field, null and absent mean the same
+    to the models). List items and free-form fields are kept as they are."""
+    if isinstance(node, dict):
+        return {k: (v if k in FREE_FORM else _without_nulls(v)) for k, v in node.items() if v is not None}
+    if isinstance(node, list):
+        return [_without_nulls(v) for v in node]
+    return node
+
+
 def parse_cluster(manifest: Any) -> SlurmCluster:
     """Validate a manifest (dict from YAML/JSON or the apiserver); raise SpecError on any problem."""
     if not isinstance(manifest, dict):
         raise SpecError([FieldError("<root>", f"expected a mapping, got {type(manifest).__name__}")])
     check_size(manifest)
-    body = {k: v for k, v in manifest.items() if k != "status"}
+    body = {k: v for k, v in _without_nulls(manifest).items() if k != "status"}
     try:
         # The wire's field names only (camelCase), as the CRD has them: `node_sets` is unknown there.
         return SlurmCluster.model_validate(body, by_alias=True, by_name=False)

@@ -66,6 +66,38 @@ def test_two_keys_that_become_one_json_field_are_refused():
         assert "same JSON field" in exc.value.message and "lines 1, 2" in exc.value.message
 
 
+def test_an_alias_bomb_is_refused_from_the_nodes_written_not_their_expansion(monkeypatch):
+    """Aliases nested ten levels deep stand for 10^10 values: the expansion is counted from the nodes
+    written (each once), so nothing is built or walked beyond them, and the error says what it is."""
+    text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10)) + "spec: {features: *a9}\n"
+    built = []
+    construct = kubeyaml._Loader.construct_object
+    monkeypatch.setattr(kubeyaml._Loader, "construct_object", lambda self, node, deep=False: (
+        built.append(node), construct(self, node, deep))[1])
+    with pytest.raises(kubeyaml.ManifestError) as exc:
+        kubeyaml.load(text)
+    assert exc.value.path == "<root>" and "YAML aliases expand the document" in exc.value.message
+    assert built == []  # refused before any value was built
+
+
+def test_an_alias_inside_its_own_anchor_is_refused():
+    with pytest.raises(kubeyaml.ManifestError) as exc:
+        kubeyaml.load("a: &a [1, *a]\n")
+    assert "inside its own anchor" in exc.value.message
+
+
+def test_a_merge_key_applies_where_it_stands_as_in_kubectl():
+    """go-yaml v2 (kubectl, not strict) merges in the order written: a `<<` after an explicit key
+    overrides it, one before it is overridden; of a list of merged mappings the first wins."""
+    base = "b: &b {k: 1, j: 1}\nc: &c {k: 3, m: 3}\n"
+    assert kubeyaml.load(base + "x:\n  k: 2\n  <<: *b\n")["x"] == {"k": 1, "j": 1}
+    assert kubeyaml.load(base + "x:\n  <<: *b\n  k: 2\n")["x"] == {"k": 2, "j": 1}
+    assert kubeyaml.load(base + "x:\n  k: 2\n  <<: [*b, *c]\n")["x"] == {"k": 1, "j": 1, "m": 3}
+    with pytest.raises(kubeyaml.ManifestError):
+        kubeyaml.load("x:\n  <<: 5\n")
+
+
 def test_nesting_deeper_than_any_slurm_cluster_is_refused_without_recursion():
     for text in ("a: " + "[" * 5000 + "]" * 5000, "a:\n" + "- " * 5000 + "1\n"):
         with pytest.raises(kubeyaml.ManifestError) as exc:
@@ -82,7 +114,8 @@ def test_unusual_but_valid_files_are_accepted(path):
 
 def test_valid_files_mean_what_kubectl_sends(kubectl_yaml):  # noqa: F811
     """The words file's yes/off/2.0/0x10/1e3 and the unquoted 1:30:00 become what kubectl sends."""
-    texts = {p.name: p.read_text() for p in GOOD_CRS}
+    # kubectl converts a file one document at a time.
+    texts = {f"{p.name}[{i}]" if i else p.name: doc for p in GOOD_CRS for i, doc in enumerate(p.read_text().split("\n---\n"))}
     sent = dict(zip(texts, kubectl_yaml(list(texts.values()))))
     for name, text in texts.items():
         assert sent[name] == ("json", kubeyaml.load(text)), name
