@@ -1,6 +1,7 @@
 """Container jobs on a node set: Pyxis (`srun --container-image`) and the enroot settings under it."""
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal, Optional
 
 from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
@@ -23,8 +24,47 @@ def _own_enroot_keys(config: dict[str, str]) -> dict[str, str]:
     for key in config:
         if key in MANAGED_ENROOT_KEYS:
             raise ValueError(f"{key} is set by soperator (enroot's files stay node-local, per user)")
+    problem = squash_options_problem(config.get("ENROOT_SQUASH_OPTIONS", ""))
+    if problem:
+        raise ValueError(f"ENROOT_SQUASH_OPTIONS: {problem}")
     return config
 
+
+# mksquashfs's compressors (squashfs-tools 4.6), their compression levels, and the -X options each takes
+# with a value (level aside) or without one.
+_COMPRESSORS = {"gzip": (range(1, 10), ("-Xwindow-size",), ("-Xstrategy",)),
+                "lzo": (range(1, 10), ("-Xalgorithm",), ()), "lz4": (None, (), ("-Xhc",)),
+                "xz": (None, ("-Xbcj", "-Xdict-size"), ()), "lzma": (None, (), ()), "zstd": (range(1, 23), (), ())}
+
+
+def squash_options_problem(options: str) -> str | None:
+    """What mksquashfs would refuse in ENROOT_SQUASH_OPTIONS (every import's squash ends there): an
+    unknown compressor, a level or a -X option the compressor does not take, a block size that is not a
+    power of two from 4K to 1M. Other options are mksquashfs's to judge."""
+    words = options.split()
+    compressor = (words[words.index("-comp") + 1] if "-comp" in words[:-1] else "") if "-comp" in words else "gzip"
+    if compressor not in _COMPRESSORS:
+        return f"-comp {compressor}: mksquashfs compresses with one of {', '.join(_COMPRESSORS)}"
+    levels, with_value, alone = _COMPRESSORS[compressor]
+    for i, word in enumerate(words):
+        value = words[i + 1] if i + 1 < len(words) else ""
+        if word == "-Xcompression-level":
+            if levels is None:
+                return f"{compressor} takes no -Xcompression-level"
+            if not value.isdigit() or int(value) not in levels:
+                return f"-Xcompression-level {value}: {compressor} takes {levels[0]} to {levels[-1]}"
+        elif word.startswith("-X") and word not in with_value + alone:
+            return f"{word} is not an option of {compressor}"
+        elif word == "-b":
+            match = re.fullmatch(r"([0-9]+)([KM]?)", value)
+            size = int(match[1]) * {"": 1, "K": 2**10, "M": 2**20}[match[2]] if match else 0
+            if size < 4096 or size > 2**20 or size & (size - 1):
+                return f"-b {value}: a block size is a power of two from 4K to 1M"
+    return None
+
+
+# The least image cache that holds an image (a small base image's squashfs is tens of MiB).
+MIN_IMAGE_CACHE = "64Mi"
 
 # A file under the kubelet's seccomp directory: plain names only, so never outside it.
 LocalhostProfile = Annotated[str, StringConstraints(
@@ -91,8 +131,11 @@ class Pyxis(ApiModel):
 
     model_config = ConfigDict(json_schema_extra=cel((
         "!has(self.imageCache) || !has(self.imageCache.size) || !has(self.storageSize) || "
-        "quantity(string(self.imageCache.size)).compareTo(quantity(string(self.storageSize))) <= 0",
-        "imageCache.size may not be more than storageSize: the cache lives in that volume")))
+        "quantity(string(self.imageCache.size)).compareTo(quantity(string(self.storageSize))) < 0",
+        "imageCache.size must be less than storageSize: the cache lives in that volume, and imports unpack there"), (
+        "!has(self.imageCache) || !has(self.imageCache.size) || "
+        f"quantity(string(self.imageCache.size)).compareTo(quantity('{MIN_IMAGE_CACHE}')) >= 0",
+        f"imageCache.size: at least {MIN_IMAGE_CACHE}, or no image fits")))
 
     @property
     def image_cache_bytes(self) -> int:
@@ -103,8 +146,15 @@ class Pyxis(ApiModel):
 
     @model_validator(mode="after")
     def _cache_in_volume(self) -> "Pyxis":
-        if self.image_cache.size is not None and \
-                quantity_value(self.image_cache.size) > quantity_value(self.storage_size):
-            raise AtField(("imageCache", "size"), f"{self.image_cache.size} is more than storageSize "
-                          f"({self.storage_size}): the cache lives in that volume")
+        if self.image_cache.size is None:
+            return self
+        size, volume = quantity_value(self.image_cache.size), quantity_value(self.storage_size)
+        if size < quantity_value(MIN_IMAGE_CACHE):
+            raise AtField(("imageCache", "size"), f"{self.image_cache.size}: at least {MIN_IMAGE_CACHE}, or no image "
+                                                  "fits in the cache")
+        room = min(2**30, volume / 2)
+        if size > volume - room:
+            raise AtField(("imageCache", "size"), f"{self.image_cache.size} leaves less than "
+                          f"{'1Gi' if room == 2**30 else 'half'} of storageSize ({self.storage_size}) free: the cache "
+                          "lives in that volume, and imports unpack there")
         return self

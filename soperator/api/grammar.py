@@ -73,6 +73,8 @@ PlugStackLine = Annotated[str, Field(min_length=1, max_length=1024, pattern=PLUG
 
 # Keys whose value is a secret (AccountingStoragePass, JobCompPass, …) never go into a ConfigMap.
 SECRET_KEY_PATTERN = "pass|secret|token|credential|privatekey"
+# A URL's user information with a password (JobCompLoc=mysql://slurm:hunter2@db/…).
+URL_CREDENTIALS_PATTERN = r"://[^/@]*:[^/@]*@"
 
 
 def extra_keys(managed: frozenset[str], what: str):
@@ -84,6 +86,9 @@ def extra_keys(managed: frozenset[str], what: str):
                 raise ValueError(f"{key} is managed by soperator (or would break the jail) and cannot be set here")
             if re.search(SECRET_KEY_PATTERN, key.lower()):
                 raise ValueError(f"{key} looks like a secret: config files are world-readable ConfigMaps")
+            if re.search(URL_CREDENTIALS_PATTERN, extra[key]):
+                raise ValueError(f"{key}: a URL with a password (user:password@) is a secret in a world-readable "
+                                 "ConfigMap; give the password where the plugin reads it from a file")
         return extra
 
     names = ", ".join(f"'{k}'" for k in sorted(managed))

@@ -7,6 +7,8 @@ keeps the users it has seen: a directory outage does not lock them out (docs/ide
 """
 from __future__ import annotations
 
+import ipaddress
+import re
 from typing import Literal, Optional
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -31,14 +33,54 @@ FILTER_PATTERN = r"^\([ -\"$->@-~]*\)$"
 LdapFilter = Annotated[str, Field(min_length=3, max_length=1024, pattern=FILTER_PATTERN)]
 
 
+# RFC 4515's item: an attribute description, an operator, a value without unescaped parentheses.
+_ITEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9;.:-]*(=|~=|>=|<=)[^()]*")
+MAX_FILTER_DEPTH = 32
+
+
 def filter_problem(text: str) -> str | None:
-    """None for a filter whose parentheses balance; else what is wrong."""
-    depth = 0
-    for i, char in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if depth < 0 or (depth == 0 and i < len(text) - 1):
-            return f"{text!r}: one parenthesised filter, e.g. (&(objectClass=posixAccount)(memberOf=...))"
-    return None if depth == 0 else f"{text!r}: unbalanced parentheses"
+    """None for an RFC 4515 filter ('(' then '&' or '|' and filters, '!' and one filter, or
+    attribute, operator and value, then ')'); else what is wrong. Read without recursion."""
+    example = "one parenthesised filter, e.g. (&(objectClass=posixAccount)(memberOf=...))"
+    if text.count("(") != text.count(")"):
+        return f"{text!r}: unbalanced parentheses"
+    pos, depth, stack = 0, 0, []  # stack: per open '(', its operator ('&', '|', '!') and filters seen
+    while True:
+        if pos >= len(text) or text[pos] != "(":
+            return f"{text!r}: a filter starts with '(' at {pos + 1}: {example}"
+        pos += 1
+        if pos < len(text) and text[pos] in "&|!":
+            stack.append([text[pos], 0])
+            pos += 1
+            if len(stack) > MAX_FILTER_DEPTH:
+                return f"{text!r}: nested more than {MAX_FILTER_DEPTH} levels"
+            continue
+        match = _ITEM.match(text, pos)
+        if not match or match.end() >= len(text) or text[match.end()] != ")":
+            return f"{text!r}: at {pos + 1}, not attribute, operator (=, ~=, >=, <=) and value: {example}"
+        pos = match.end() + 1
+        while stack:  # the item (or a finished filter) counts for its parent, which may be done
+            stack[-1][1] += 1
+            if pos < len(text) and text[pos] == "(" and not (stack[-1][0] == "!" and stack[-1][1] == 1):
+                break
+            op, count = stack.pop()
+            if pos >= len(text) or text[pos] != ")":
+                return f"{text!r}: at {pos + 1}, '{op}' takes " + ("one filter" if op == "!" else "filters") + \
+                    ", then ')'"
+            pos += 1
+        else:
+            return None if pos == len(text) else f"{text!r}: more after the filter ends at {pos}: {example}"
+        # the next filter of the open '&', '|'
+
+
+def literal_address(uri: str) -> ipaddress.IPv4Address | None:
+    """The URI's host, when it is an IPv4 address written out."""
+    host = uri.split("://", 1)[1].rstrip("/").rsplit(":", 1)[0] if ":" in uri.split("://", 1)[1] else \
+        uri.split("://", 1)[1].rstrip("/")
+    try:
+        return ipaddress.IPv4Address(host)
+    except ValueError:
+        return None
 
 
 class LdapDirectory(ApiModel):

@@ -11,6 +11,7 @@ from typing import Annotated, Iterable
 
 from pydantic import AfterValidator, Field, WithJsonSchema
 
+from soperator.api.fields import cel
 from soperator.node.layout import PATHS
 from soperator.node.mounts import ACCOUNT_FILES, CONTAINERS, LOGIN, WORKER
 
@@ -23,8 +24,21 @@ CANONICAL_PATTERN = rf"^(/({_C}*[^./\x00-\x1f\x7f]{_C}*|\.\.\.+))+$"
 # the plugin dir, /proc, the account files, and on Pyxis node sets enroot's and Pyxis's runtime
 # directories and enroot.conf). A sub-mount on, above or below one would hide it. /etc/slurm too: a
 # slurm.conf there would shadow the configless copy the node keeps current.
-JAIL_RESERVED = tuple(sorted({b.path for b in WORKER + LOGIN + CONTAINERS} | set(ACCOUNT_FILES)
-                             | {"/proc", PATHS.slurm_config_dir, PATHS.jail_enroot_conf}))
+_BOUND = {b.path for b in WORKER + LOGIN + CONTAINERS} | set(ACCOUNT_FILES) | {"/proc", PATHS.slurm_config_dir,
+                                                                            PATHS.jail_enroot_conf}
+# The jail's own links (Debian's): a mount at /var/run/munge lands on /run/munge. A bound path is
+# reserved by each name that reaches it.
+JAIL_LINKS = {"/var/run": "/run", "/var/lock": "/run/lock"}
+JAIL_RESERVED = tuple(sorted(_BOUND | {link + r[len(target):] for r in _BOUND for link, target in JAIL_LINKS.items()
+                                       if r == target or r.startswith(target + "/")}))
+# Directories every user of the jail may write (sticky or not): a program root runs from there could
+# be replaced by anyone.
+WORLD_WRITABLE = tuple(sorted(("/dev/mqueue", PATHS.shm, "/run/lock", "/tmp", "/var/lock", "/var/tmp")))
+
+
+def world_writable(path: str) -> str | None:
+    """The world-writable directory `path` lies in, or None."""
+    return next((d for d in WORLD_WRITABLE if path.startswith(d + "/")), None)
 # On the node: a jail here would let populate-jail overwrite the host's own system.
 HOST_RESERVED = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/root", "/run",
                  "/sbin", "/sys", "/usr", "/var/lib/containerd", "/var/lib/docker", "/var/lib/kubelet",
@@ -81,10 +95,21 @@ JailSubMountPath = _path_outside(JAIL_RESERVED, "a sub-mount cannot cover the ja
 JailHostPath = _path_outside(HOST_RESERVED, "the jail cannot be the node's root filesystem",
                              "{path!r} overlaps the node's {hit}: populate-jail would overwrite the host",
                              "overlaps a system directory of the node")
-# A program slurmd runs, named by its absolute path in the jail.
+def _root_may_run(value: str) -> str:
+    _check_canonical(value)
+    where = world_writable(value)
+    if where:
+        raise ValueError(f"{value!r} lies in {where}, which every user can write: root would run what any user "
+                         "put there")
+    return value
+
+
+# A program slurmd runs as root, named by its absolute path in the jail, outside world-writable directories.
 ProgramPath = Annotated[str, Field(
-    max_length=1024, pattern=r"^(/([A-Za-z0-9_+.-]*[A-Za-z0-9_+-][A-Za-z0-9_+.-]*|\.\.\.+))+$"),
-    AfterValidator(_check_canonical)]
+    max_length=1024, pattern=r"^(/([A-Za-z0-9_+.-]*[A-Za-z0-9_+-][A-Za-z0-9_+.-]*|\.\.\.+))+$",
+    json_schema_extra=cel((f"!{list(WORLD_WRITABLE)}.exists(r, self.startsWith(r + '/'))",
+                           "a program root runs may not lie in a directory every user can write"))),
+    AfterValidator(_root_may_run)]
 
 
 def host_path_values_schema() -> dict:

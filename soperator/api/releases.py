@@ -16,7 +16,9 @@ UPGRADE_WINDOW = 3
 # The first release of features the config and the probes use.
 OPENMETRICS = "25.11"  # MetricsType, SlurmctldHttpAuthParameters; the daemons' /livez and /readyz
 DATA_PARSER_V0_0_44 = "25.11"  # slurmrestd's v0.0.44 (24.11 serves up to v0.0.42)
-HEALTH_CHECK_TIMEOUT = "25.05"  # 24.11 stops at HealthCheckTimeout (measured: "unrecognized key")
+HEALTH_CHECK_TIMEOUT = "25.05"
+# HealthCheckNodeState's START_ONLY and REBOOT_ONLY: 24.11 ignores them and runs the check in every state.
+HEALTH_CHECK_ALONE_STATES = "25.05"  # 24.11 stops at HealthCheckTimeout (measured: "unrecognized key")
 # A dynamic or cloud node's place in topology.yaml's topology, set at registration or by an update
 # (`Topology=`, REST's topology_str): 25.05 lets dynamic nodes join, 25.11 cloud nodes, and v0.0.44 sets it.
 TOPOLOGY = "25.11"

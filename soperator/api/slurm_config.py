@@ -11,7 +11,7 @@ from typing_extensions import Annotated
 from soperator.api.common import ApiModel, cel, refuse_duplicates, unique_rule
 from soperator.api.fields import MAX_SAFE_INTEGER, QUALIFIED_NAME_PATTERN
 from soperator.api.grammar import PlugStackLine, SlurmListItem, SlurmName, SlurmTime, extra_keys
-from soperator.api.paths import ProgramPath
+from soperator.api.paths import WORLD_WRITABLE, ProgramPath, world_writable
 
 # Every key the slurm.conf template writes (a test renders the template and checks), and keys that
 # would break the design: slurmd must run as root (the jail plugin enters the jail with unshare, mount
@@ -38,7 +38,11 @@ MANAGED_SLURM_KEYS = frozenset(k.lower() for k in (
     "AccountingStoragePass", "AccountingStorageEnforce",
     # keys of the node and NodeSet lines, which a global line would redefine or break
     "CPUs", "RealMemory", "Gres", "Feature", "Features", "State"))
-MANAGED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "Default", "MaxTime", "State"))
+# A partition's power saving would win over the operator's for its nodes (Slurm takes the narrower
+# scope), and its Topology must name one spec.topology writes.
+MANAGED_PARTITION_KEYS = frozenset(k.lower() for k in ("PartitionName", "Nodes", "Default", "MaxTime", "State",
+                                                       "SuspendTime", "SuspendTimeout", "PowerDownOnIdle",
+                                                       "Topology"))
 MANAGED_CGROUP_KEYS = frozenset(k.lower() for k in (
     "CgroupPlugin", "IgnoreSystemd", "ConstrainCores", "ConstrainRAMSpace", "ConstrainDevices", "Include"))
 # Plugins soperator places itself, in the order that keeps the jail first.
@@ -83,6 +87,8 @@ SELECT_RESOURCES = ("CR_CPU", "CR_CPU_Memory", "CR_Core", "CR_Core_Memory", "CR_
 SELECT_FLAGS = ("CR_ONE_TASK_PER_CORE", "CR_CORE_DEFAULT_DIST_BLOCK", "CR_LLN", "CR_Pack_Nodes", "LL_SHARED_GRES",
                 "MULTIPLE_SHARING_GRES_PJ", "ENFORCE_BINDING_GRES", "ONE_TASK_PER_SHARING_GRES")
 UINT16_MAX, UINT32_MAX = 2**16 - 1, 2**32 - 1
+# No pod is scheduled, pulls its image, starts slurmd and registers in less.
+MIN_RESUME_TIMEOUT = 30
 # slurmctld quietly lowers a larger MaxJobCount to its job id range (MaxJobId 0x03ff0000 by default).
 MAX_JOB_COUNT = 0x03FF0000
 
@@ -131,8 +137,8 @@ class SlurmConfig(ApiModel):
     max_job_count: int = Field(default=10000, ge=1, le=MAX_JOB_COUNT)
     def_mem_per_cpu_mib: Optional[int] = Field(default=None, ge=1, le=MAX_SAFE_INTEGER)
     debug_level: Literal["quiet", "fatal", "error", "info", "verbose", "debug", "debug2"] = "info"
-    resume_timeout: int = Field(default=600, ge=1, le=UINT16_MAX, description="seconds a worker pod may take to "
-                                "register")
+    resume_timeout: int = Field(default=600, ge=MIN_RESUME_TIMEOUT, le=UINT16_MAX, description="seconds a worker pod "
+                                "may take to register (at least 30: scheduled, its image pulled, slurmd started)")
     max_node_count: int = Field(
         default=1024, ge=1, le=65536,
         description="room slurmctld keeps for dynamic nodes: workers scale within it with no slurmctld restart")
@@ -174,7 +180,9 @@ class PlugStack(ApiModel):
         default_factory=list, max_length=32,
         description="more plugstack.conf lines ('required|optional /path/plugin.so args'), after soperator's",
         json_schema_extra=cel((f"self.all(l, {' && '.join(f'!l.contains({p!r})' for p in MANAGED_PLUGINS)})",
-                               "custom lines may not load a plugin soperator places itself")))
+                               "custom lines may not load a plugin soperator places itself"),
+                              (f"self.all(l, !l.matches('^(required|optional) ({'|'.join(WORLD_WRITABLE)})/'))",
+                               "custom lines may not load a plugin from a directory every user can write")))
 
     @field_validator("custom")
     @classmethod
@@ -182,6 +190,10 @@ class PlugStack(ApiModel):
         for index, line in enumerate(custom):
             if any(p in line for p in MANAGED_PLUGINS):
                 raise ValueError(f"[{index}] loads a plugin soperator places itself (the jail comes first)")
+            where = world_writable(line.split(" ")[1])
+            if where:
+                raise ValueError(f"[{index}] loads a plugin from {where}, which every user can write: slurmd and "
+                                 "slurmstepd (root) would load what any user put there")
         return custom
 
 

@@ -1,6 +1,7 @@
 """The desired state of one Slurm cluster: the `spec` of a SlurmCluster."""
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from typing import Annotated, Literal, Optional
@@ -15,8 +16,8 @@ from soperator.api.fields import (DNS_LABEL_PATTERN, MAX_SAFE_INTEGER, Annotatio
                                   PositiveQuantity, Quantity, Registry, SecretName, SshPublicKey, quantity_value)
 from soperator.api.grammar import GRES_NAME_PATTERN, GresDeviceFiles, GresEntry, SlurmName
 from soperator.api.paths import JailHostPath, JailSubMountPath, overlap_rule, overlapping
-from soperator.api.slurm_config import CgroupConfig, HealthCheck, NodeSetName, Partition, PlugStack, SlurmConfig
-from soperator.api.identity import IdentitySpec
+from soperator.api.slurm_config import ALONE_STATES, CgroupConfig, HealthCheck, NodeSetName, Partition, PlugStack, SlurmConfig
+from soperator.api.identity import IdentitySpec, literal_address
 from soperator.api.topology import TopologySpec
 from soperator.node.layout import CONTROLLER, DATABASE, LOGIN, POPULATE_JAIL, PORTS, SLURMDBD
 
@@ -111,6 +112,9 @@ def _zero_or_at_least(field: str, least: str, least_int: int) -> str:
 
 # A session needs sshd's processes and a shell; the kernel's smallest CFS quota is 1 ms per 100 ms.
 MIN_SESSION_MEMORY, MIN_SESSION_CPU = "64Mi", "10m"
+# The largest CFS quota the kernel takes (max_cfs_runtime: 2^44 - 1 µs) over the period the login
+# nodes write (node/session_limits.py's CPU_PERIOD_US, 100 ms), in CPUs.
+MAX_SESSION_CPUS = (2**44 - 1) // 100_000
 
 
 class SessionLimits(ApiModel):
@@ -121,7 +125,10 @@ class SessionLimits(ApiModel):
         {"rule": _zero_or_at_least("memory", MIN_SESSION_MEMORY, 64 * 2**20), "fieldPath": ".memory",
          "message": f"memory: 0 (no limit) or at least {MIN_SESSION_MEMORY}"},
         {"rule": _zero_or_at_least("cpu", MIN_SESSION_CPU, 1), "fieldPath": ".cpu",
-         "message": f"cpu: 0 (no limit) or at least {MIN_SESSION_CPU}"}))
+         "message": f"cpu: 0 (no limit) or at least {MIN_SESSION_CPU}"},
+        {"rule": f"!has(self.cpu) || (type(self.cpu) == int ? self.cpu <= {MAX_SESSION_CPUS} : "
+                 f"quantity(self.cpu).compareTo(quantity('{MAX_SESSION_CPUS}')) <= 0)", "fieldPath": ".cpu",
+         "message": f"cpu: at most {MAX_SESSION_CPUS} (the largest CFS quota the kernel takes)"}))
 
     memory: Quantity = Field(default="4Gi", description="memory of one user's sessions together; 0: none")
     cpu: Quantity = Field(default="2", description="CPUs of one user's sessions together (500m: half a CPU); 0: none")
@@ -132,6 +139,8 @@ class SessionLimits(ApiModel):
         least = MIN_SESSION_MEMORY if info.field_name == "memory" else MIN_SESSION_CPU
         if value and 0 < quantity_value(value) < quantity_value(least):
             raise ValueError(f"{info.field_name}: 0 (no limit) or at least {least}, not {value}")
+        if info.field_name == "cpu" and quantity_value(value) > MAX_SESSION_CPUS:
+            raise ValueError(f"cpu: at most {MAX_SESSION_CPUS} (the largest CFS quota the kernel takes), not {value}")
         return value
 
     @property
@@ -164,6 +173,14 @@ class LoginSpec(ComponentBase):
         "hostUsers), so root in an ssh session or the login container is an unprivileged id on the Kubernetes "
         "node. Needs the nodes nodeSets[].hostUsers does and, with sessionLimits, the operator chart's "
         "cgroupDelegate (docs/security.md)")
+
+    @model_validator(mode="after")
+    def _sessions_fit_the_pod(self) -> "LoginSpec":
+        limit = self.resources.limits.get("memory")
+        if limit is not None and self.session_limits.memory_bytes > quantity_value(limit):
+            raise AtField(("sessionLimits", "memory"), f"{self.session_limits.memory} is more than the login pod's "
+                          f"resources.limits.memory ({limit}): the pod's limit would kill sessions first")
+        return self
 
 
 class JailVolume(ApiModel):
@@ -271,6 +288,25 @@ class Autoscale(ApiModel):
         if self.min > self.max:
             raise AtField(("min",), f"{self.min} is more than max ({self.max})")
         return self
+
+
+# The resource a worker's GPUs are asked for with (render/worker.py renders gpus as its limit).
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def device_file_count(files: str) -> int | str:
+    """How many device files a gres.conf File= names (/dev/x[0-3,5] is five), or why it is not a range."""
+    if "[" not in files:
+        return 1
+    count = 0
+    for part in files[files.index("[") + 1:-1].split(","):
+        low, dash, high = part.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            return f"[{files.split('[', 1)[1]}: not a list of numbers and ranges (e.g. [0-3,5])"
+        if dash and int(high) < int(low):
+            return f"range {part} runs backwards: slurmd refuses to start"
+        count += int(high) - int(low) + 1 if dash else 1
+    return count
 
 
 HOST_USERS_DEVICES = ("hostUsers: false with gpus or gres: Slurm's device confinement needs the Kubernetes node's "
@@ -414,6 +450,40 @@ class NodeSetSpec(ComponentBase):
         return distinct_sub_mounts(sub_mounts)
 
     @model_validator(mode="after")
+    def _devices_slurmd_takes(self) -> "NodeSetSpec":
+        """What slurmd refuses at start (slurmctld never sees it): a gres's device files and its count
+        apart, a device range written backwards, shards without the GPUs they share."""
+        counts = {g.rsplit(":", 1)[0]: int(g.rsplit(":", 1)[1]) for g in self.gres}
+        for key, files in self.gres_files.items():
+            listed = device_file_count(files)
+            if isinstance(listed, str):
+                raise AtField(("gresFiles", key), listed)
+            if key in counts and listed != counts[key]:
+                raise AtField(("gresFiles", key), f"{files} is {listed} device file(s), gres {key} counts "
+                                                  f"{counts[key]}: slurmd refuses to start when they differ")
+        for i, entry in enumerate(self.gres):
+            if entry.split(":", 1)[0] == "shard" and not self.gpus:
+                raise AtField(("gres", i), "shard shares GPUs, and the node set has none (gpus: 0): slurmd "
+                                           "refuses to start")
+        return self
+
+    @model_validator(mode="after")
+    def _resources_match_slurm(self) -> "NodeSetSpec":
+        """The pod's resources and the Slurm node's: the GPU count comes from gpus (the rendered limit
+        is gpus), and slurmd offers `cpus` CPUs the pod must be able to use."""
+        for field, values in (("requests", self.resources.requests), ("limits", self.resources.limits)):
+            amount = values.get(GPU_RESOURCE)
+            if amount is not None and quantity_value(amount) != self.gpus:
+                raise AtField(("resources", field, GPU_RESOURCE),
+                              f"{amount} is not gpus ({self.gpus}): the worker's {GPU_RESOURCE} limit is gpus, and a "
+                              "request that differs from it is refused by the apiserver (leave it out: gpus sets it)")
+        cpu_limit = self.resources.limits.get("cpu")
+        if cpu_limit is not None and quantity_value(cpu_limit) < self.cpus:
+            raise AtField(("resources", "limits", "cpu"), f"{cpu_limit} is below cpus ({self.cpus}): Slurm would "
+                                                          "schedule CPUs the pod never gets")
+        return self
+
+    @model_validator(mode="after")
     def _fits_its_pod(self) -> "NodeSetSpec":
         limit = self.resources.limits.get("memory")
         if limit is not None and self.real_memory_mib * 2**20 > quantity_value(limit):
@@ -471,12 +541,26 @@ DbName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_]{1,64}$")]
 class ExternalDatabase(ApiModel):
     """A MySQL/MariaDB the cluster's admin runs; slurmdbd gets its own database and user there."""
 
+    model_config = ConfigDict(json_schema_extra=cel((
+        "!(self.host.lowerAscii() in ['localhost', 'localhost.localdomain']) && "
+        "!self.host.lowerAscii().endsWith('.localhost') && !self.host.startsWith('127.') && self.host != '0.0.0.0'",
+        "host: the slurmdbd pod has no database of its own (localhost is the pod itself)")))
+
     host: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$")]
     port: int = Field(default=PORTS.database, ge=1, le=65535)
     user: DbName = "slurm"
     database: DbName = "slurm_acct_db"
     password_secret: SecretName = Field(description="a Secret in the cluster's namespace whose key `password` "
                                       "is the user's password")
+
+    @field_validator("host")
+    @classmethod
+    def _not_the_pod_itself(cls, host: str) -> str:
+        lower = host.lower()
+        if lower in ("localhost", "localhost.localdomain") or lower.endswith(".localhost") or \
+                host.startswith("127.") or host == "0.0.0.0":
+            raise ValueError(f"{host}: the slurmdbd pod has no database of its own (localhost is the pod itself)")
+        return host
 
 
 class ManagedDatabase(ApiModel):
@@ -554,6 +638,14 @@ class SlurmClusterSpec(ApiModel):
          "n.autoscale.resumeTimeout < (has(self.slurmConfig) && has(self.slurmConfig.resumeTimeout) ? "
          "self.slurmConfig.resumeTimeout : 600))",
          "nodeSets: autoscale.resumeTimeout must be below slurmConfig.resumeTimeout, which Slurm applies first"),
+        ("!has(self.healthCheck) || !has(self.healthCheck.nodeStates) || !self.healthCheck.nodeStates.exists(s, s in "
+         f"{list(ALONE_STATES)}) || !has(self.slurmVersion) || self.slurmVersion in "
+         f"{[r for r in releases.SUPPORTED if releases.at_least(r, releases.HEALTH_CHECK_ALONE_STATES)]}",
+         f"healthCheck.nodeStates: START_ONLY and REBOOT_ONLY need slurmVersion {releases.HEALTH_CHECK_ALONE_STATES} "
+         "or later (an older Slurm ignores them and runs the check in every state)"),
+        ("!has(self.identity) || !has(self.jail) || !has(self.jail.subMounts) || !self.jail.subMounts.exists(m, "
+         "m.mountPath == '/home' && has(m.readOnly) && m.readOnly)",
+         "jail.subMounts: /home is read-only, and directory users' homes are made at their first login"),
         ("!has(self.topology) || !has(self.slurmVersion) || self.slurmVersion in "
          f"{[r for r in releases.SUPPORTED if releases.at_least(r, releases.TOPOLOGY)]}",
          f"topology: needs slurmVersion {releases.TOPOLOGY} or later (its nodes join the topology as they register)"),
@@ -637,6 +729,58 @@ class SlurmClusterSpec(ApiModel):
         for key in self.slurm_config.extra:
             if key.lower() in ("topologyplugin", "topologyparam"):
                 raise AtField(("slurmConfig", "extra", key), "spec.topology's while it is set")
+        return self
+
+    @model_validator(mode="after")
+    def _partitions_resume_after_the_operator(self) -> "SlurmClusterSpec":
+        """A partition's ResumeTimeout is Slurm's limit for its nodes: below the operator's wait for a
+        node set's pods, Slurm gives their nodes up first."""
+        for i, partition in enumerate(self.partitions):
+            key = next((k for k in partition.extra if k.lower() == "resumetimeout"), None)
+            if key is None:
+                continue
+            value = partition.extra[key]
+            if not value.isdigit() or not 1 <= int(value) <= 65535:
+                raise AtField(("partitions", i, "extra", key), f"{value!r}: seconds, 1 to 65535")
+            for node_set in self.node_sets:
+                if node_set.autoscale is None or (partition.node_sets and node_set.name not in partition.node_sets):
+                    continue
+                wait = node_set.autoscale.resume_timeout
+                if (wait is not None and int(value) <= wait) or (wait is None and int(value) < self.slurm_config.resume_timeout):
+                    raise AtField(("partitions", i, "extra", key), f"{value} is not above node set {node_set.name}'s "
+                                  f"wait for a worker ({wait or self.slurm_config.resume_timeout} s, autoscale."
+                                  "resumeTimeout or slurmConfig.resumeTimeout): Slurm would give its nodes up first")
+        return self
+
+    @model_validator(mode="after")
+    def _health_check_states_known(self) -> "SlurmClusterSpec":
+        states = sorted(set(self.health_check.node_states) & set(ALONE_STATES))
+        if states and not releases.at_least(self.slurm_version, releases.HEALTH_CHECK_ALONE_STATES):
+            raise AtField(("healthCheck", "nodeStates"), f"{states[0]} needs slurmVersion "
+                          f"{releases.HEALTH_CHECK_ALONE_STATES} or later: Slurm {self.slurm_version} ignores it and "
+                          "runs the check in every state")
+        return self
+
+    @model_validator(mode="after")
+    def _directory_users_can_log_in(self) -> "SlurmClusterSpec":
+        if self.identity is None:
+            return self
+        for i, mount in enumerate(self.jail.sub_mounts):
+            if mount.mount_path == "/home" and mount.read_only:
+                raise AtField(("jail", "subMounts", i, "readOnly"), "directory users' homes are made at their first "
+                                                                    "login, in /home: it must be writable")
+        ldap = self.identity.ldap
+        if not self.network_policy.enabled:
+            return self
+        for j, uri in enumerate(ldap.uris):
+            address = literal_address(uri)
+            if address is None:
+                continue
+            blocked = [c for c in self.network_policy.blocked_egress_cidrs if address in ipaddress.ip_network(c, strict=False)]
+            allowed = [c for c in ldap.egress_cidrs if address in ipaddress.ip_network(c, strict=False)]
+            if blocked and not allowed:
+                raise AtField(("identity", "ldap", "egressCidrs"), f"holds no range with {address} ({uri}), which "
+                              f"networkPolicy blocks ({blocked[0]}): SSSD could not reach the directory")
         return self
 
     @model_validator(mode="after")

@@ -6,7 +6,7 @@ import math
 from soperator.api.cluster import SlurmCluster
 from soperator.api.fields import quantity_value
 from soperator.api.slurm_config import uses_cgroups
-from soperator.api.spec import NodeSetSpec
+from soperator.api.spec import GPU_RESOURCE, NodeSetSpec
 from soperator.node.layout import (ENV, FUSE_RESOURCE, IMAGE_IMPORT_SQUASH_MIB, IMAGE_IMPORTS_AT_ONCE, PATHS,
                                    PLACE_ANNOTATION, PLACEMENT_VOLUME, PORTS, WORKER)
 from soperator.render.common import Obj, object_name, resources, slurm_daemon_probes
@@ -17,7 +17,6 @@ from soperator.render.nodes import (NODE_CAPABILITIES, headless_service, jail_mo
 from soperator.render.identity import identity_annotations, identity_mounts, identity_volumes
 from soperator.render.seccomp_profile import pyxis_worker_profile_path
 
-GPU_RESOURCE = "nvidia.com/gpu"
 # slurmd, munged and each step's slurmstepd (charged to the pod while Slurm's cgroups are off), in a
 # worker's default memory limit.
 DAEMONS_MIB = 512

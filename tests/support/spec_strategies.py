@@ -86,7 +86,7 @@ def valid_manifests(draw) -> dict[str, Any]:
             "killWait": draw(st.integers(0, 65535)),
             "minJobAge": draw(st.integers(2, 2**32 - 1)),
             "maxJobCount": draw(st.integers(1, 0x03FF0000)),
-            "resumeTimeout": draw(st.integers(1, 65535)),
+            "resumeTimeout": draw(st.integers(30, 65535)),
             "maxNodeCount": draw(st.integers(max(replicas, 1), 65536 - len(node_sets))),
             # What a slurmctld alone in a test container runs with.
             "proctrackType": "proctrack/linuxproc", "taskPlugin": "task/none",
@@ -101,6 +101,8 @@ def valid_manifests(draw) -> dict[str, Any]:
         spec["identity"] = {"ldap": {"uris": uris, "startTls": True, "searchBase": "ou=hpc,dc=example,dc=org",
                                      "userFilter": draw(st.sampled_from(["(uid=*)", "(&(uid=*)(!(uid=svc-*)))"]))},
                             "cacheSeconds": draw(st.integers(10, 86400))}
+        if "ldap://10.0.0.7:3389" in uris:  # a private address: the egress policy must let SSSD reach it
+            spec["identity"]["ldap"]["egressCidrs"] = [draw(st.sampled_from(["10.0.0.7/32", "10.0.0.0/24"]))]
     labels = draw(st.dictionaries(LABEL, LABEL_VALUE, max_size=2))
     return {**API, "metadata": {"name": draw(NAME), "labels": labels}, "spec": spec}
 

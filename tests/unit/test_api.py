@@ -99,3 +99,31 @@ def test_a_node_set_statefulset_name_must_fit_kubernetes_limits():
         make_cluster(name="c" * 40, nodeSets=[{"name": "n" * 12}])
     assert [e.path for e in exc.value.errors] == ["spec.nodeSets[0].name"]
     assert "53 characters" in str(exc.value)
+
+
+@pytest.mark.parametrize("spec", [
+    {"nodeSets": [{"name": "ib", "gres": ["ib:4"], "gresFiles": {"ib": "/dev/infiniband/uverbs[0-3]"}}]},
+    {"nodeSets": [{"name": "ib", "gres": ["ib:3"], "gresFiles": {"ib": "/dev/infiniband/uverbs[0,2-3]"}}]},
+    {"nodeSets": [{"name": "gpu", "gpus": 2, "gres": ["shard:8"]}]},
+    {"nodeSets": [{"name": "gpu", "gpus": 2, "cpus": 8, "resources": {"requests": {"nvidia.com/gpu": "2", "cpu": "8"},
+                                                                      "limits": {"nvidia.com/gpu": 2, "cpu": "8"}}}]},
+    {"nodeSets": [{"name": "cpu", "autoscale": {"max": 2, "resumeTimeout": 300}}],
+     "partitions": [{"name": "main", "default": True, "extra": {"ResumeTimeout": "301"}}]},
+    {"healthCheck": {"program": "/usr/sbin/nhc", "interval": 60, "nodeStates": ["START_ONLY"]}},
+    {"plugStack": {"custom": ["required /usr/lib/site/spank_x.so", "optional /opt/tmp/y.so"]},
+     "healthCheck": {"program": "/opt/tmp/check", "interval": 60}},
+    {"identity": {"ldap": {"uris": ["ldap://10.20.0.5"], "startTls": True, "searchBase": "dc=e,dc=org",
+                           "egressCidrs": ["10.20.0.0/24"], "userFilter": "(&(uid=*)(|(a=1)(!(b=2))))"}},
+     "jail": {"subMounts": [{"name": "home", "mountPath": "/home", "claimName": "homes"}]}},
+    {"identity": {"ldap": {"uris": ["ldaps://10.20.0.5"], "searchBase": "dc=e,dc=org"}},
+     "networkPolicy": {"enabled": False}},
+    {"login": {"resources": {"limits": {"memory": "8Gi"}}, "sessionLimits": {"memory": "8Gi", "cpu": "175921860"}}},
+    {"nodeSets": [{"name": "gpu", "pyxis": {"enabled": True, "storageSize": "50Gi", "imageCache": {"size": "49Gi"},
+                                            "enrootConfig": {"ENROOT_SQUASH_OPTIONS": "-comp xz -Xbcj x86 -b 1M"}}}]},
+    {"accounting": {"enabled": True, "external": {"host": "db.localhost.example.org", "passwordSecret": "db"}},
+     "slurmConfig": {"extra": {"JobCompLoc": "http://es.example.org:9200/slurm"}}},
+    {"jail": {"subMounts": [{"name": "scratch", "mountPath": "/var/runner", "claimName": "s"}]}},
+])
+def test_the_third_passs_rules_leave_their_valid_neighbours_alone(spec):
+    """Next to each class issue 64 refuses (tests/data/bad_crs): the valid case it must not catch."""
+    make_cluster(**spec)

@@ -13,7 +13,7 @@ from tests.support_paths import ROOT
 
 # The classes of bad input docs/validation.md lists ("What validation refuses"); each needs three cases or more.
 CLASSES = ("injection", "managed-key", "cross-field", "path", "ssh-key", "loose-type", "size", "secret",
-           "kubernetes", "slurm", "parsing", "crash")
+           "kubernetes", "slurm", "parsing", "crash", "operator-owned", "slurmd", "world-writable")
 
 
 def test_corpus_covers_every_class_three_times():

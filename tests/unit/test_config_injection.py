@@ -18,7 +18,7 @@ from tests.support.slurm_grammar import parse
 MARK = "Zq9mark"  # a value every field accepts and no template writes by itself
 NODE_CONF = "slurmd --conf"  # what a worker registers with: a node line, parsed as Slurm parses one
 BASE = {"apiVersion": "slurm.soperator.dev/v1alpha1", "kind": "SlurmCluster", "metadata": {"name": "prop"},
-        "spec": {"nodeSets": [{"name": "cpu", "replicas": 2, "gres": ["shard:8"], "features": ["fast"]}],
+        "spec": {"nodeSets": [{"name": "cpu", "replicas": 2, "gres": ["ib:8"], "features": ["fast"]}],
                  "partitions": [{"name": "main", "default": True, "nodeSets": ["cpu"],
                                  "extra": {"AllowGroups": "hpc"}},
                                 {"name": "debug", "maxTime": "30"}],
