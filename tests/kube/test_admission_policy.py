@@ -109,8 +109,12 @@ def test_a_writer_is_held_to_the_admins_lists(control_plane, tools, kubectl, crd
                      "nodeSelector": {"pool": "gpu"}}
         assert _create(kubectl, _cluster(namespace, login={"scheduling": gpu_taint})).returncode == 0
 
-        # SPANK plugins go into every job step's root slurmstepd: from the admin's directories only.
-        for line in ("required /tmp/evil.so", "optional /opt/site/spank/../../../tmp/evil.so",
+        # SPANK plugins go into every job step's root slurmstepd: from the admin's directories only. (One in
+        # a directory every user can write the CRD itself refuses, whatever the admin allows.)
+        err = _refused(kubectl, _cluster(namespace, plugStack={"custom": ["required /tmp/evil.so"]}))
+        assert "spec.plugStack.custom: Invalid value: custom lines may not load a plugin from a directory " \
+               "every user can write" in err
+        for line in ("required /srv/evil.so", "optional /opt/site/spank/../../../tmp/evil.so",
                      "required /opt/site/spankx/a.so arg", "required /opt/site/spank/.hidden/a.so"):
             err = _refused(kubectl, _cluster(namespace, plugStack={"custom": [line]}))
             assert f"spec.plugStack.custom loads {line.split()[1]} into every job step as root" in err
