@@ -19,12 +19,15 @@ def worker_group(nodeid: str) -> str:
     """Which tests one pytest-xdist worker runs, one after another; groups run in parallel.
 
     tests/kube: the one local Kubernetes node a host can hold (tests/cluster/local.py refuses a second).
-    tests/e2e: the podman cluster's containers and network, whose names are fixed. Any other module:
-    itself, so its module-scoped fixtures are set up once."""
+    tests/e2e: the podman cluster's containers and network, whose names are fixed. tests/unit and
+    tests/charts: each test by itself (they have no module-scoped fixtures), so the two workers share
+    them evenly. Any other module: itself, so its module-scoped fixtures are set up once."""
     path = nodeid.split("::", 1)[0]
     for folder in ("tests/kube/", "tests/e2e/"):
         if path.startswith(folder):
             return folder.rstrip("/")
+    if path.startswith(("tests/unit/", "tests/charts/")):
+        return nodeid
     return path
 
 
