@@ -62,13 +62,25 @@ def store_lock():
             os.close(fd)  # closing releases the flock
 
 
+def _settle(path: Path, text: str) -> None:
+    """`path` holds `text`, never anything less: another test worker's podman may be reading it right
+    now, and a truncated containers.conf sends it to the host's network directory (seen in CI: a network
+    just made was "not found"). Unchanged files are not written at all."""
+    with contextlib.suppress(FileNotFoundError):
+        if path.read_text() == text:
+            return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def podman_env() -> dict[str, str]:
     PODMAN_DIR.mkdir(parents=True, exist_ok=True)
     conf = PODMAN_DIR / "containers.conf"
     storage = PODMAN_DIR / "storage.conf"
-    conf.write_text(CONTAINERS_CONF.format(networks=PODMAN_DIR / "networks"))
-    storage.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{PODMAN_DIR}/storage"\n'
-                       f'runroot = "{PODMAN_DIR}/run"\n')
+    _settle(conf, CONTAINERS_CONF.format(networks=PODMAN_DIR / "networks"))
+    _settle(storage, f'[storage]\ndriver = "overlay"\ngraphroot = "{PODMAN_DIR}/storage"\n'
+                     f'runroot = "{PODMAN_DIR}/run"\n')
     return {**os.environ, "CONTAINERS_CONF": str(conf), "CONTAINERS_STORAGE_CONF": str(storage)}
 
 
