@@ -1,9 +1,9 @@
 """Every rendered object must be valid for the real Kubernetes API (official schemas, strict mode)."""
-import kubernetes_validate
 import pytest
 
 from soperator.render import render_all
 from tests.conftest import make_cluster
+from tests.support import k8s_schema
 
 VERSIONS = ["1.31", "1.35"]
 
@@ -15,7 +15,7 @@ def _all_objects(cluster, keys):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_example_objects_validate(example, keys, version):
     for obj in _all_objects(example, keys):
-        kubernetes_validate.validate(obj, version, strict=True)
+        k8s_schema.validate(obj, version)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -30,7 +30,7 @@ def test_variant_objects_validate(keys, version):
                                    "mountPath": "/local", "size": "1Ti", "storageClassName": "nvme"},
                                 "subMounts": [{"name": "data", "mountPath": "/data", "claimName": "data"}]}])
     for obj in _all_objects(cluster, keys):
-        kubernetes_validate.validate(obj, version, strict=True)
+        k8s_schema.validate(obj, version)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -42,11 +42,11 @@ def test_accounting_objects_validate(keys, version, database):
     cluster = make_cluster(accounting={"enabled": True, **database})
     conf = slurmdbd_conf_secret(cluster, "0123abcd")
     for obj in [*_all_objects(cluster, keys), conf, *accounting_objects(cluster, conf["metadata"]["name"])]:
-        kubernetes_validate.validate(obj, version, strict=True)
+        k8s_schema.validate(obj, version)
 
 
 def test_strict_validation_catches_a_typo(keys):
     obj = [o for o in render_all(make_cluster(), keys) if o["kind"] == "StatefulSet"][-1]
     obj["spec"]["template"]["spec"]["containerz"] = []
-    with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(obj, "1.31", strict=True)
+    with pytest.raises(k8s_schema.ValidationError):
+        k8s_schema.validate(obj, "1.31")
