@@ -34,9 +34,29 @@ SELECT_PARAMETERS = st.builds(lambda base, flags: ",".join([base, *flags]),
 MOUNT_PATHS = ["/data", "/scratch", "/home/shared", "/opt/apps", "/datasets", "/work"]
 
 
+GRES_NAMES = ["nic", "fpga", "ib", "bandwidth"]
+GRES_TYPE = st.from_regex(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,11}\Z")
+
+
 @st.composite
-def _node_set(draw, name: str, names: list[str], taken_paths: set[str]) -> dict[str, Any]:
-    memory = draw(st.integers(1, 65536))
+def _gres(draw, gpus: int) -> dict[str, Any]:
+    """More gres than GPUs: counted ones, some with their device files (a range or one file), and
+    shards where there are GPUs to share."""
+    gres, files = [], {}
+    for name in draw(st.lists(st.sampled_from(GRES_NAMES), unique=True, max_size=2)):
+        key = f"{name}:{draw(GRES_TYPE)}" if draw(st.booleans()) else name
+        count = draw(st.integers(1, 4))
+        gres.append(f"{key}:{count}")
+        if draw(st.booleans()):
+            files[key] = f"/dev/{name}/{name}0" if count == 1 else f"/dev/{name}/{name}[0-{count - 1}]"
+    if gpus and draw(st.booleans()):
+        gres.append(f"shard:{draw(st.integers(1, 16))}")
+    return {"gres": gres, "gresFiles": files} if gres else {}
+
+
+@st.composite
+def _node_set(draw, name: str, names: list[str], taken_paths: set[str], max_memory_mib: int) -> dict[str, Any]:
+    memory = draw(st.integers(1, max_memory_mib))
     node_set: dict[str, Any] = {"name": name, "replicas": draw(st.integers(0, 3)), "cpus": draw(st.integers(1, 128)),
                                 "realMemoryMib": memory}
     if draw(st.booleans()):
@@ -45,6 +65,7 @@ def _node_set(draw, name: str, names: list[str], taken_paths: set[str]) -> dict[
     gpus = draw(st.integers(0, 2))
     if gpus:
         node_set["gpus"] = gpus
+    node_set.update(draw(_gres(gpus)))
     node_set["features"] = draw(st.lists(SLURM_NAME.filter(lambda f: f not in names), unique=True, max_size=2))
     node_set["sharedMemorySize"] = draw(SIZE)
     free = [p for p in MOUNT_PATHS if p not in taken_paths]
@@ -60,11 +81,13 @@ def _node_set(draw, name: str, names: list[str], taken_paths: set[str]) -> dict[
 
 
 @st.composite
-def valid_manifests(draw) -> dict[str, Any]:
+def valid_manifests(draw, max_memory_mib: int = 65536) -> dict[str, Any]:
+    """`max_memory_mib`: no node set's RealMemory above it (a real slurmd drains a node configured with
+    more memory than its machine has)."""
     jail_paths = draw(st.lists(st.sampled_from(MOUNT_PATHS), unique=True, max_size=2))
     jail_mounts = [{"name": f"jail-{i}", "mountPath": p, "claimName": f"jail-{i}"} for i, p in enumerate(jail_paths)]
     names = draw(st.lists(NODE_SET, min_size=1, max_size=4, unique=True))
-    node_sets = [draw(_node_set(n, names, set(jail_paths))) for n in names]
+    node_sets = [draw(_node_set(n, names, set(jail_paths), max_memory_mib)) for n in names]
     partitions = []
     for i, pname in enumerate(draw(st.lists(SLURM_NAME, min_size=1, max_size=3, unique_by=str.lower))):
         partitions.append({"name": pname, "default": i == 0, "maxTime": draw(MAX_TIME),
