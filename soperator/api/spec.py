@@ -18,7 +18,7 @@ from soperator.api.grammar import GRES_NAME_PATTERN, GresDeviceFiles, GresEntry,
 from soperator.api.paths import JailHostPath, JailSubMountPath, overlap_rule, overlapping
 from soperator.api.slurm_config import ALONE_STATES, CgroupConfig, HealthCheck, NodeSetName, Partition, PlugStack, SlurmConfig
 from soperator.api.identity import IdentitySpec, literal_address
-from soperator.api.topology import TopologySpec
+from soperator.api.topology import LabelKey, TopologySpec, label_key
 from soperator.node.layout import CONTROLLER, DATABASE, LOGIN, POPULATE_JAIL, PORTS, SLURMDBD
 
 
@@ -355,6 +355,11 @@ class NodeSetSpec(ComponentBase):
         "opens only those of the gres it was given", json_schema_extra=cel(
             (f"self.all(k, k.matches('{GRES_NAME_PATTERN}'))", "gresFiles: a key is a gres name[:type]")))
     features: list[SlurmName] = Field(default_factory=list, max_length=32)
+    features_from_node_labels: list[LabelKey] = Field(
+        default_factory=list, max_length=16, description="Kubernetes node label keys (e.g. topology.kubernetes.io/"
+        "zone): each worker's Slurm node gets the feature key=value of the Kubernetes node its pod runs on, set by "
+        "the operator once slurmd registered and again when the labels change; jobs ask with --constraint=key=value",
+        json_schema_extra=cel(("self.all(a, self.exists_one(b, b == a))", "featuresFromNodeLabels: a key is listed twice")))
     shared_memory_size: PositiveQuantity = "64Mi"
     # Bounded tighter than the jail's: the apiserver's CEL cost budget covers every node set's list.
     sub_mounts: list[JailSubMount] = Field(
@@ -430,6 +435,14 @@ class NodeSetSpec(ComponentBase):
             raise ValueError(f"GPUs are set by gpus{zero}, not as a gres entry")
         refuse_duplicates(names)
         return gres
+
+    @field_validator("features_from_node_labels")
+    @classmethod
+    def _label_keys(cls, keys: list[str]) -> list[str]:
+        for key in keys:
+            label_key(key)
+        refuse_duplicates(keys, "{!r} is listed twice")
+        return keys
 
     @field_validator("gres_files")
     @classmethod

@@ -16,7 +16,7 @@ from soperator.api.fields import QUALIFIED_NAME_PATTERN, qualified_name_problem
 MAX_BLOCK_LEVELS = 16
 
 
-def _label_key(key: str) -> str:
+def label_key(key: str) -> str:
     problem = qualified_name_problem(key)
     if problem:
         raise ValueError(f"a Kubernetes label key: {problem}")
@@ -37,7 +37,7 @@ class TreeTopology(ApiModel):
     @classmethod
     def _keys(cls, levels: list[str]) -> list[str]:
         for key in levels:
-            _label_key(key)
+            label_key(key)
         refuse_duplicates(levels, "{!r} is listed twice")
         return levels
 
@@ -66,7 +66,7 @@ class BlockTopology(ApiModel):
     @field_validator("label")
     @classmethod
     def _key(cls, label: str) -> str:
-        return _label_key(label)
+        return label_key(label)
 
     @field_validator("block_sizes")
     @classmethod

@@ -33,9 +33,9 @@ from soperator.reconcile.ready_condition import ready_condition
 from soperator.reconcile.jobs import populate_state
 from soperator.reconcile.secrets import ensure_secrets
 from soperator.reconcile import observe
-from soperator.reconcile.node_actions import (act_on_checks, act_on_kube_nodes, act_on_maintenance,
-                                              act_on_replacements, act_on_rollouts, act_on_scale_in, act_on_sizing,
-                                              act_on_topology, remove_node_sets)
+from soperator.reconcile.node_actions import (act_on_checks, act_on_kube_nodes, act_on_label_features,
+                                              act_on_maintenance, act_on_replacements, act_on_rollouts,
+                                              act_on_scale_in, act_on_sizing, act_on_topology, remove_node_sets)
 from soperator.reconcile.topology import topology_blocks
 from soperator.reconcile.checks import plan_checks
 from soperator.reconcile.observe import Snapshot
@@ -164,6 +164,8 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
     followed = act_on_kube_nodes(seen, plan.kube_nodes, snap.kube_nodes_unread)
     moved = act_on_replacements(kube, body, cluster, plan.replacements)
     placed = act_on_topology(kube, body, seen, cluster.spec.topology, plan.topology, snap.kube_nodes is not None)
+    featured = act_on_label_features(kube, body, seen, any(n.features_from_node_labels for n in cluster.spec.node_sets),
+                                     plan.label_features, seen.nodes is not None and snap.kube_nodes is not None)
     jobs = seen.all_jobs() if cluster.spec.health_check.active else None
     checks = plan_checks(cluster, seen.nodes, jobs, (body.get("status") or {}).get("healthChecks") or [], time.time(),
                          plan.drained())
@@ -184,8 +186,8 @@ def converge(kube: Kube, cluster: SlurmCluster, body: dict, connect: Connect = c
         all_ready &= ready
         conds.append(ready_condition(label, c["ready"], c["desired"], snap.pods_of(component)))
     node_sets, slurm_counts = slurm_status(kube, cluster, per_node_set, body, seen, plan.scale_in, pods, waited, plan.sizing)
-    conds += [seen.condition, scaled, updated, maintenance, followed] + [c for c in (sized, moved, placed, checked,
-                                                                                     accounting, directory) if c]
+    conds += [seen.condition, scaled, updated, maintenance, followed] + [
+        c for c in (sized, moved, placed, featured, checked, accounting, directory) if c]
     was_ready = (body.get("status") or {}).get("phase") in ("Ready", "Degraded")
     phase = "Ready" if all_ready else ("Degraded" if was_ready else "Provisioning")
     metrics = metrics_client(seen.client, metrics_url(cluster)) if seen.client is not None and \

@@ -187,6 +187,28 @@ def act_on_topology(kube: Kube, body: dict, seen: Observation, topology: Topolog
     return topology_condition(topology, placement, failed, seen.nodes is not None and kube_nodes_read)
 
 
+def act_on_label_features(kube: Kube, body: dict, seen: Observation, listed: bool, features: dict[str, list[str]],
+                          known: bool) -> Cond | None:
+    """Set each worker's features from its Kubernetes node's labels, an event each; NodeLabelFeatures
+    (None: no node set lists a label key). A node Slurm refuses is named and tried again next pass."""
+    failed = []
+    for name, wanted in features.items():
+        try:
+            seen.client.set_features(name, wanted)
+        except SlurmError as exc:
+            failed.append(f"{name}: {exc}")
+            continue
+        kube.event(body, "Normal", "NodeFeatures", f"{name} features {','.join(wanted)}")
+    if not listed and not failed:
+        return None
+    if failed:
+        return Cond("NodeLabelFeatures", False, "SlurmError", "; ".join(failed) + "; retried next pass")
+    if not known:
+        return Cond("NodeLabelFeatures", None, "Unknown", "Slurm's nodes or the Kubernetes nodes could not be read")
+    return Cond("NodeLabelFeatures", True, "Set", "every registered worker carries its Kubernetes node's labels "
+                                                  "as features")
+
+
 def act_on_checks(kube: Kube, body: dict, seen: Observation, plan: CheckPlan, known: bool) -> Cond:
     """Submit the rounds' jobs (recorded in plan.status), drain or comment the failed nodes, an event
     for each failure; HealthChecks. `known`: Slurm's nodes and jobs were read."""

@@ -25,6 +25,7 @@ from soperator.api.cluster import SlurmCluster
 from soperator.api.spec import NodeSetSpec
 from soperator.reconcile.autoscale import Sizing, plan_autoscale, pod_start
 from soperator.reconcile.kube_nodes import NodeOps, Replacements, plan_kube_nodes, plan_replacements
+from soperator.reconcile.label_features import plan_label_features
 from soperator.reconcile.maintenance import Hold, plan_maintenance
 from soperator.reconcile.observe import Snapshot
 from soperator.reconcile.rollout import Rollout, plan_rollout
@@ -53,6 +54,7 @@ class NodeSetPlan:
     kube_nodes: NodeOps = field(default_factory=NodeOps)  # what Kubernetes node operations ask of Slurm
     topology: Placement = field(default_factory=Placement)  # each worker's place, by its Kubernetes node's labels
     replacements: Replacements = field(default_factory=Replacements)  # workers moved off bad Kubernetes nodes
+    label_features: dict[str, list[str]] = field(default_factory=dict)  # Slurm node: its features, from its node's labels
 
     def drained(self) -> set[str]:
         """The nodes this plan's steps drain this pass."""
@@ -109,7 +111,8 @@ def plan_node_sets(snap: Snapshot, now: float) -> NodeSetPlan:
                        sizing, kube_nodes, plan_topology(cluster.spec.topology, snap.worker_pods, snap.kube_nodes, nodes),
                        plan_replacements({n.name for n in cluster.spec.node_sets if n.replace_unhealthy},
                                          snap.worker_pods, snap.kube_nodes, nodes,
-                                         cluster.spec.health_check.kubernetes_node_conditions))
+                                         cluster.spec.health_check.kubernetes_node_conditions),
+                       plan_label_features(cluster.spec.node_sets, snap.worker_pods, snap.kube_nodes, nodes))
 
 
 def _removal(sts: dict, plan: ScaleIn) -> Removal:

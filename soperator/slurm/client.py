@@ -184,6 +184,11 @@ class SlurmRestClient:
         Slurm makes the switches it does not have yet, never a block."""
         self._call("POST", f"/node/{quote(name)}", body={"topology_str": place})
 
+    def set_features(self, name: str, features: list[str]) -> None:
+        """The node's features, available and active alike (no node_features plugin changes them):
+        what `--constraint` matches."""
+        self._call("POST", f"/node/{quote(name)}", body={"features": features, "features_act": features})
+
     def delete_node(self, name: str) -> None:
         """Forget a dynamic node's record; slurmctld refuses while a job runs there."""
         self._call("DELETE", f"/node/{quote(name)}")

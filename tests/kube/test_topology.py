@@ -60,8 +60,16 @@ def _rendered(kubectl, namespace: str) -> str:
                               "-o", "json").stdout)["data"]["topology.yaml"]
 
 
-def _start(api, kubectl, namespace: str, slurm, topology: dict,
-           labels: dict[str, dict[str, str]]) -> Callable[[], dict]:
+def apply_cluster(kubectl, namespace: str, topology: dict | None, node_set_fields: dict | None = None) -> None:
+    """The cluster of three_nodes, its workers on no kubelet, each node set with `node_set_fields` too."""
+    node_sets = [{**n, "scheduling": NOWHERE, **(node_set_fields or {})} for n in SPEC["nodeSets"]]
+    spec = {**SPEC, "nodeSets": node_sets, **({"topology": topology} if topology else {})}
+    kubectl("apply", "-f", "-", input=yaml.safe_dump({"apiVersion": API, "kind": "SlurmCluster", "metadata": {
+        "name": NAME, "namespace": namespace}, "spec": spec}))
+
+
+def start(api, kubectl, namespace: str, slurm, topology: dict | None, labels: dict[str, dict[str, str]],
+          node_set_fields: dict | None = None) -> Callable[[], dict]:
     """The cluster applied and past its populate gate, the labelled Nodes made Ready, each worker pod
     bound to its Node; returns one reconcile pass, answering the conditions by type."""
     kube, connect = Kube(api), connect_to(slurm)
@@ -70,9 +78,7 @@ def _start(api, kubectl, namespace: str, slurm, topology: dict,
         reconcile(kube, _body(kube, namespace, NAME), connect)
         return {c["type"]: c for c in _body(kube, namespace, NAME)["status"]["conditions"]}
 
-    node_sets = [{**n, "scheduling": NOWHERE} for n in SPEC["nodeSets"]]
-    kubectl("apply", "-f", "-", input=yaml.safe_dump({"apiVersion": API, "kind": "SlurmCluster", "metadata": {
-        "name": NAME, "namespace": namespace}, "spec": {**SPEC, "nodeSets": node_sets, "topology": topology}}))
+    apply_cluster(kubectl, namespace, topology, node_set_fields)
     for host, values in labels.items():
         kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {
             "name": host, "labels": values}, "spec": {"taints": [TAINT]}}))
@@ -101,6 +107,7 @@ def _places(api, namespace: str) -> dict[str, str]:
 
 @pytest.fixture
 def nodes_removed(kubectl):
+    """The test's Node objects go with it."""
     yield
     for host in HOSTS:
         kubectl("delete", "node", host, "--ignore-not-found")
@@ -109,7 +116,7 @@ def nodes_removed(kubectl):
 def test_kubernetes_node_labels_place_each_worker_in_slurms_tree(api, kubectl, crd_installed, namespace, tmp_path,
                                                                 nodes_removed):
     with three_nodes(tmp_path, TREE) as slurm:
-        step = _start(api, kubectl, namespace, slurm, TREE, {"soperator-test-topo-a": {SPINE: "s1", LEAF: "l1"},
+        step = start(api, kubectl, namespace, slurm, TREE, {"soperator-test-topo-a": {SPINE: "s1", LEAF: "l1"},
                                                              "soperator-test-topo-b": {SPINE: "s1", LEAF: "l2"}})
         # What the operator renders is what the sandbox's slurmctld started with (its header names the namespace).
         started = (slurm.box.work / "etc-slurm" / "topology.yaml").read_text()
@@ -158,7 +165,7 @@ def test_kubernetes_node_labels_place_each_worker_in_slurms_tree(api, kubectl, c
 def test_a_new_block_label_value_is_a_new_block_once_slurmctld_reads_it(api, kubectl, crd_installed, namespace,
                                                                          tmp_path, nodes_removed):
     with three_nodes(tmp_path, BLOCK, blocks=("nvl-1",)) as slurm:
-        step = _start(api, kubectl, namespace, slurm, BLOCK, {"soperator-test-topo-a": {CLIQUE: "nvl-1"},
+        step = start(api, kubectl, namespace, slurm, BLOCK, {"soperator-test-topo-a": {CLIQUE: "nvl-1"},
                                                               "soperator-test-topo-b": {CLIQUE: "nvl-2"}})
         topology = step()["Topology"]
         # slurmctld still runs on the files from before nvl-2: it refuses that block, by name.

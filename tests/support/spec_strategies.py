@@ -67,6 +67,7 @@ def _node_set(draw, name: str, names: list[str], taken_paths: set[str], max_memo
         node_set["gpus"] = gpus
     node_set.update(draw(_gres(gpus)))
     node_set["features"] = draw(st.lists(SLURM_NAME.filter(lambda f: f not in names), unique=True, max_size=2))
+    node_set["featuresFromNodeLabels"] = draw(st.lists(LABEL, unique=True, max_size=2))
     node_set["sharedMemorySize"] = draw(SIZE)
     free = [p for p in MOUNT_PATHS if p not in taken_paths]
     paths = draw(st.lists(st.sampled_from(free), unique=True, max_size=2)) if free else []
@@ -162,6 +163,8 @@ DEFECTS: list[tuple[str, Callable[[dict], dict], str]] = [
         (("spec", "nodeSets", 0, "sharedMemorySize"), "64Mi\n"),
         (("spec", "nodeSets", 0, "image"), "registry.example.com/a.-b:1"),
         (("spec", "nodeSets", 0, "scheduling", "nodeSelector"), {"bad key": "x"}),
+        (("spec", "nodeSets", 0, "featuresFromNodeLabels"), ["topology.kubernetes.io/zone"] * 2),
+        (("spec", "nodeSets", 0, "featuresFromNodeLabels"), ["zone=a"], 0),
         (("spec", "nodeSets", 0, "scheduling", "tolerations"), [{"operator": "Equal", "value": "x"}], 0, "operator"),
         (("spec", "nodeSets", 0, "resources"), {"requests": {"cpus": "1"}}, "requests", "cpus"),
         (("spec", "slurmConfig", "selectTypeParameters"), "CR_Core_Memroy"),
