@@ -207,6 +207,9 @@ class PATHS:
     configless_dir = "/run/slurm"
     controller_spool = "/var/spool/slurmctld"
     worker_spool = "/var/spool/slurmd"
+    # slurmd's configless copy (/run/slurm/conf links to it): slurmstepd loads plugstack.conf from it
+    # before any SPANK plugin runs, so the jail sees it read-only.
+    worker_conf_cache = f"{worker_spool}/conf-cache"
     # A file, not /dev/stderr: slurmstepd logs there too and has no stderr of its own.
     slurmd_log = "/var/log/slurm/slurmd.log"
     # slurmdbd reads slurmdbd.conf beside $SLURM_CONF, and refuses one not owned by it with mode 0600:

@@ -25,6 +25,9 @@ class Bind:
     read_only: bool = False
     # Left out when the jail has this file of its own: the jail's copy is what its Slurm can load.
     unless_jail_has: str | None = None
+    # Made (a directory, root's, 0755) when the node has none yet: a bind that guards something must
+    # never be skipped for a missing source, as other binds are.
+    make: bool = False
 
 
 COMMON = (
@@ -33,7 +36,9 @@ COMMON = (
     # The configless copy of the Slurm configuration (slurmd's, or sackd's on login nodes): Slurm
     # commands find it at /run/slurm/conf when /etc/slurm has no slurm.conf, as in the jail.
     Bind(PATHS.configless_dir, read_only=True),
-    Bind(PATHS.munge_run_dir),
+    # Read-only: clients and slurmstepd only connect to the socket (which a read-only mount allows);
+    # root in the jail could otherwise put a socket of its own in munged's place.
+    Bind(PATHS.munge_run_dir, read_only=True),
     Bind("/dev", recursive=True),
     Bind("/sys", recursive=True, read_only=True),
     Bind("/tmp"),
@@ -43,7 +48,9 @@ COMMON = (
     # "Incompatible plugin version"); the node's is lent only to a jail without one.
     Bind(PATHS.lib_dir, read_only=True, unless_jail_has=PATHS.chroot_plugin),
 )
-WORKER = COMMON + (Bind(PATHS.worker_spool),)
+# The spool stays writable (slurmstepd removes its socket and the batch script from the jail's side);
+# the configuration slurmd fetched into it is read-only there (slurmd writes it through its own path).
+WORKER = COMMON + (Bind(PATHS.worker_spool), Bind(PATHS.worker_conf_cache, read_only=True, make=True))
 # Workers of a node set with Pyxis: Pyxis's and enroot's runtime files, node-local (the pod's volume),
 # in parents of root's that users may not write.
 CONTAINER_RUNTIME = (PATHS.pyxis_runtime, PATHS.enroot_runtime)
@@ -160,6 +167,8 @@ def bind_into_jail(jail: str, binds: tuple[Bind, ...]) -> list[str]:
     """Make each node path visible at the same path in the jail; returns what was mounted."""
     done = []
     for b in wanted_in(jail, binds):
+        if b.make:
+            os.makedirs(b.path, mode=0o755, exist_ok=True)
         if os.path.exists(b.path) and bind(b.path, jail + b.path, is_dir=b.is_dir, recursive=b.recursive,
                                            read_only=b.read_only):
             done.append(b.path)

@@ -162,13 +162,24 @@ def test_ssh_to_login_and_sbatch_a_two_node_job_in_the_jail(cluster, tmp_path):
                        # Opened for writing, never written: were the masks ever gone, the host's kernel
                        # would keep what a test wrote there.
                        "unshare --user true 2>&1; (: >> /proc/sys/kernel/core_pattern) 2>&1 | "
-                       f"sed 's/^/core-pattern: /'; {INTO_MUNGED}; echo done", check=False).stdout
+                       f"sed 's/^/core-pattern: /'; {INTO_MUNGED}; "
+                       # What slurmstepd loads before the jail (the security review's first finding, as
+                       # tried then), and munged's socket directory: read-only here.
+                       "(echo required /planted.so >> /var/spool/slurmd/conf-cache/plugstack.conf) 2>&1 | "
+                       "sed 's/^/conf-cache: /'; "
+                       "(: > /run/munge/planted) 2>&1 | sed 's/^/munge-dir: /'; echo done", check=False).stdout
     bounding = int(root_step.split()[1], 16)
     assert bounding >> 21 & 1 == 0 and root_step.rstrip().endswith("done"), root_step
     assert "permission denied" in root_step.lower() and "Read-only file system" in root_step, root_step
     # Its procfs is its own, yet masked as the runtime masks it: core_pattern is not root's to set.
     assert re.search(r"core-pattern: .*Read-only file system", root_step), root_step
     assert re.search(r"munged-root: [1-9][0-9]* ls: cannot access '/proc/[0-9]+/root/'", root_step), root_step
+    assert re.search(r"conf-cache: .*Read-only file system", root_step), root_step
+    assert re.search(r"munge-dir: .*Read-only file system", root_step), root_step
+    # The node's copy is slurmd's alone, and the next step starts from it as before (with the line in
+    # it, that step failed and Slurm drained the node).
+    assert "planted" not in cluster.exec("e2e-worker-0", "cat", "/var/spool/slurmd/conf-cache/plugstack.conf")
+    assert podman("exec", "e2e-controller-0", "srun", "-N1", "-w", "e2e-worker-0", "true").returncode == 0
 
     # The door is closed to what the spec does not open: no tunnel through a login shell, and root
     # (whose keys the spec does not list) is refused even with a key that works for alice.

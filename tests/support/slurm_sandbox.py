@@ -168,8 +168,22 @@ def netns_slurmd(work: str, name: str, index: int, node_conf: str) -> None:
     setup = (f"mkdir -p /mnt/{netns} && mount --bind {MUNGE_SOCKET_DIR} /mnt/{netns} && "
              f"mount -t tmpfs tmpfs /run && mkdir -p {MUNGE_SOCKET_DIR} && mount --bind /mnt/{netns} {MUNGE_SOCKET_DIR} && "
              f"mount -t tmpfs tmpfs /var/spool/slurmd && mount --bind {hosts} /etc/hosts && hostname {name} && "
+             f"{_own_files_in_jail(spec)}"
              f"exec slurmd -b -Z --conf-server {here}:6817 --conf '{node_conf} NodeAddr={there}' -N {name}")
     sh(*inside, "unshare", "-m", "-u", "--propagation", "private", "sh", "-c", setup)
+
+
+def _own_files_in_jail(spec: dict) -> str:
+    """Shell that shows this slurmd's own hosts file and spool in the jail, as each worker pod's are, in
+    place of the sandbox slurmd's: its slurmstepd, once in the jail, finds slurmctld by that hosts file
+    (here at this namespace's end of the pair, not at 127.0.0.1) and its batch script in that spool."""
+    jail = spec["jail_mount"]
+    if not (spec.get("jail") and spec.get("prepare_jail") and os.path.ismount(jail + PATHS.worker_spool)):
+        return ""
+    own = 'tuple(b for b in WORKER if b.path == "/etc/hosts" or b.path.startswith(PATHS.worker_spool))'
+    return (f"umount {jail}/etc/hosts && umount -R {jail}{PATHS.worker_spool} && python3 -c 'import sys; "
+            f"from soperator_node.mounts import WORKER, bind_into_jail; from soperator_node.layout import PATHS; "
+            f"bind_into_jail(sys.argv[1], {own})' {jail} && ")
 
 
 def relay_to_port(path: str, port: int) -> None:
