@@ -18,7 +18,7 @@ from soperator.api.grammar import GRES_NAME_PATTERN, GresDeviceFiles, GresEntry,
 from soperator.api.paths import JailHostPath, JailSubMountPath, overlap_rule, overlapping
 from soperator.api.slurm_config import ALONE_STATES, CgroupConfig, HealthCheck, NodeSetName, Partition, PlugStack, SlurmConfig
 from soperator.api.identity import IdentitySpec, literal_address
-from soperator.api.topology import LabelKey, TopologySpec, label_key
+from soperator.api.topology import LabelKey, TopologySpec, label_keys
 from soperator.node.layout import CONTROLLER, DATABASE, LOGIN, POPULATE_JAIL, PORTS, SLURMDBD
 
 
@@ -439,10 +439,7 @@ class NodeSetSpec(ComponentBase):
     @field_validator("features_from_node_labels")
     @classmethod
     def _label_keys(cls, keys: list[str]) -> list[str]:
-        for key in keys:
-            label_key(key)
-        refuse_duplicates(keys, "{!r} is listed twice")
-        return keys
+        return label_keys(keys)
 
     @field_validator("gres_files")
     @classmethod

@@ -23,6 +23,14 @@ def label_key(key: str) -> str:
     return key
 
 
+def label_keys(keys: list[str]) -> list[str]:
+    """A list of label keys: each one Kubernetes takes, none twice."""
+    for key in keys:
+        label_key(key)
+    refuse_duplicates(keys, "{!r} is listed twice")
+    return keys
+
+
 LabelKey = Annotated[str, Field(min_length=1, max_length=317, pattern=QUALIFIED_NAME_PATTERN,
                                 description="a Kubernetes node label key, e.g. topology.example.com/leaf")]
 
@@ -36,10 +44,7 @@ class TreeTopology(ApiModel):
     @field_validator("levels")
     @classmethod
     def _keys(cls, levels: list[str]) -> list[str]:
-        for key in levels:
-            label_key(key)
-        refuse_duplicates(levels, "{!r} is listed twice")
-        return levels
+        return label_keys(levels)
 
 
 def block_sizes_problem(sizes: list[int]) -> str | None:

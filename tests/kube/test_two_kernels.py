@@ -29,6 +29,7 @@ from tests.cluster.node import NODE_NAME
 from tests.cluster.vm_node import NAME as VM_NAME
 from tests.cluster.vm_node import TOLERATION
 from tests.kube.conftest import adopt_crd
+from tests.support.jail_root import node_files_stay_the_nodes
 from tests.support.quickstart_run import module_namespace, new_ssh_key, quickstart_login, quickstart_uninstall
 from tests.support.ssh_session import Login
 from tests.support.user_namespace import container_jobs_run, delegated, image_in_jail, root_step_is_unprivileged
@@ -199,6 +200,13 @@ def test_root_in_a_job_cannot_raise_its_memory_limit(cluster, worker):
     out = login.run(f"srun -w {worker} --mem=100M sh -c '[ -f {limit} ] && echo present; "
                     f"(echo 999999999999 > {limit}) 2>&1; true'")
     assert out.startswith("present\n") and "Read-only file system" in out, out
+
+
+@pytest.mark.parametrize("worker", [HOST_WORKER, VM_WORKER, USERNS_WORKER])
+def test_root_in_a_job_cannot_change_what_the_nodes_daemons_read(cluster, worker):
+    """slurmd's configless copy (slurmstepd loads plugstack.conf from it before the jail) and munged's
+    socket directory are read-only in the jail, on each kind of worker."""
+    node_files_stay_the_nodes(cluster, worker)
 
 
 def test_on_cgroup_v2_a_user_namespaced_worker_confines_every_users_steps_as_an_unprivileged_id(

@@ -25,6 +25,7 @@ from tests.cluster.node import NODE_IP
 from tests.kube.conftest import adopt_crd
 from tests.support.enroot_host import bookworm_image
 from tests.support.image_registry import Registry
+from tests.support.jail_root import node_files_stay_the_nodes
 from tests.support.quickstart_run import module_namespace, new_ssh_key, quickstart_login, quickstart_uninstall
 from tests.support.ssh_session import connect, run
 from tests.support.user_namespace import container_jobs_run, delegated, image_in_jail, root_step_is_unprivileged
@@ -76,6 +77,7 @@ def test_root_in_a_job_step_is_an_unprivileged_id_on_the_node(cluster, node, kub
     the node's kernel interfaces, and the worker's slurmd runs as that id on the node."""
     login = cluster
     first_host, os_release = root_step_is_unprivileged(login, WORKER)
+    node_files_stay_the_nodes(login, WORKER)
     assert os_release == login.run("head -1 /etc/os-release").strip()  # the jail's, as on the login node
     pod = json.loads(kubectl("-n", namespace, "get", "pod", WORKER, "-o", "json").stdout)
     assert pod["spec"]["hostUsers"] is False
