@@ -4,10 +4,11 @@ A Secret under a default name (`<cluster>-munge-key`…) is used only if soperat
 SlurmCluster (an owner reference to its uid): whoever may create Secrets in the namespace but not read
 them could otherwise plant keys they know before the cluster exists, and every node would trust them.
 
-A Secret the spec names (`spec.secrets`, a database password, pull secrets, enroot credentials) is
-used only if it carries the label the cluster admin chose (SOPERATOR_SECRET_LABEL, from the operator
-chart): whoever may write a SlurmCluster could otherwise mount any Secret of the namespace into pods
-they are root in, and read it. The admission policy cannot see Secrets, so the operator checks."""
+A Secret the spec names (`spec.secrets`, a database password, pull secrets, enroot credentials, the
+directory's bind and CA Secrets) is used only if it carries the label the cluster admin chose
+(SOPERATOR_SECRET_LABEL, from the operator chart): whoever may write a SlurmCluster could otherwise
+mount any Secret of the namespace into pods they are root in, and read it. The admission policy cannot
+see Secrets, so the operator checks."""
 from __future__ import annotations
 
 import os
@@ -41,7 +42,15 @@ def referenced_secrets(cluster: SlurmCluster) -> list[tuple[str, str]]:
     refs += [(f"spec.images.pullSecrets[{i}]", name) for i, name in enumerate(spec.images.pull_secrets)]
     refs += [(f"spec.nodeSets[{i}].pyxis.registryCredentialsSecret", n.pyxis.registry_credentials_secret)
              for i, n in enumerate(spec.node_sets) if n.pyxis.enabled]
+    if spec.identity:
+        refs += [(field, getattr(spec.identity.ldap, attr)) for field, attr in DIRECTORY_SECRETS.items()]
     return [(field, name) for field, name in refs if name]
+
+
+# The directory's Secrets: a missing one is DirectoryReady's to name (the pods are not held back for the
+# directory); one present must carry the label like any other, or a SlurmCluster writer could send any
+# Secret's password to a server of theirs in the operator's bind, and mount it into pods.
+DIRECTORY_SECRETS = {"spec.identity.ldap.bindSecret": "bind_secret", "spec.identity.ldap.caSecret": "ca_secret"}
 
 
 def check_referenced(kube: Kube, cluster: SlurmCluster) -> Cond | None:
@@ -49,6 +58,8 @@ def check_referenced(kube: Kube, cluster: SlurmCluster) -> Cond | None:
     key, value = secret_label()
     for field, name in referenced_secrets(cluster):
         secret = kube.get("v1", "Secret", cluster.namespace, name)
+        if secret is None and field in DIRECTORY_SECRETS:
+            continue
         if secret is None:
             return Cond("SecretsReady", False, "SecretNotFound",
                         f"{field}: Secret {cluster.namespace}/{name} does not exist")

@@ -11,6 +11,7 @@ import yaml
 
 from soperator.kube import Kube
 from soperator.reconcile import identity, reconcile
+from soperator.reconcile.secrets import secret_label
 from tests.cluster.controlplane import free_port
 from tests.support.directory import READER_DN, READER_PASSWORD, SUFFIX, started
 
@@ -25,8 +26,11 @@ def directory(tmp_path_factory):
     found.stop()
 
 
-def _secret(kubectl, namespace: str, name: str, files: dict[str, str]) -> None:
-    doc = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+def _secret(kubectl, namespace: str, name: str, files: dict[str, str], labelled: bool = True) -> None:
+    """As the admin makes it: labelled for use by Slurm clusters (unless `labelled` is False)."""
+    key, value = secret_label()
+    labels = {key: value} if labelled else {}
+    doc = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace, "labels": labels},
            "data": {k: base64.b64encode(v.encode()).decode() for k, v in files.items()}}
     kubectl("apply", "-f", "-", input=yaml.safe_dump(doc))
 
@@ -51,6 +55,15 @@ def test_each_reason_a_directory_cannot_be_used_is_named_with_an_event(api, kube
     _cluster(kubectl, namespace, directory.uri)
     cond = _condition(kube, namespace)
     assert (cond["status"], cond["reason"]) == ("False", "SecretMissing") and f"{namespace}/bind" in cond["message"]
+
+    # Not labelled for Slurm clusters: not used, no bind with it (as every Secret a spec names).
+    _secret(kubectl, namespace, "bind", {"username": READER_DN, "password": READER_PASSWORD}, labelled=False)
+    identity._looked.clear()
+    reconcile(kube, kube.get(API, "SlurmCluster", namespace, "dir"))
+    status = kube.get(API, "SlurmCluster", namespace, "dir")["status"]
+    refused = next(c for c in status["conditions"] if c["type"] == "SecretsReady")
+    assert refused["reason"] == "SecretNotLabelled", refused
+    assert refused["message"].startswith(f"spec.identity.ldap.bindSecret: Secret {namespace}/bind "), refused
 
     _secret(kubectl, namespace, "bind", {"username": READER_DN, "password": READER_PASSWORD})
     cond = _condition(kube, namespace)
