@@ -14,7 +14,11 @@ from tests.support.wait import until
 pytestmark = pytest.mark.kube
 
 ADMIN = {"admissionPolicy": {"jailHostPaths": ["/srv/jails"], "pluginPaths": ["/opt/site/spank"],
-                             "programPaths": ["/opt/site/bin"], "seccompProfileDirs": ["site/seccomp"]}}
+                             "programPaths": ["/opt/site/bin"], "seccompProfileDirs": ["site/seccomp"],
+                             "healthCheckProgramPaths": ["/usr/sbin", "/opt/site/checks"], "allowRootSshKeys": False,
+                             "allowNetworkPolicyOff": False, "directoryCidrs": ["10.20.0.0/16"],
+                             "directoryPorts": ["636", "3269"]}}
+ROOT_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGv0tYcCWwmj1BbHDD9sD8ozkJWxAf3LGMSpqLcdsmeI admin"
 
 
 def _cluster(namespace: str, name: str = "hpc", **spec) -> dict:
@@ -151,6 +155,37 @@ def test_a_writer_is_held_to_the_admins_lists(control_plane, tools, kubectl, crd
             "TaskProlog": "/home/shared/task-prolog", "JobCompType": "jobcomp/filetxt",
             "JobCompLoc": "/var/log/slurm/jobcomp.txt"}})).returncode == 0
 
+        # Ways a writer becomes root in the jail, or opens the nodes (#61): programs every worker runs as
+        # root there, root's ssh keys, the network policy off, the directory's addresses and ports.
+        for spec, named in (({"healthCheck": {"program": "/home/alice/nhc", "interval": 60}},
+                             "spec.healthCheck.program (/home/alice/nhc)"),
+                            ({"healthCheck": {"active": [{"name": "gpu", "program": "/opt/site/checksx/gpu",
+                                                          "everySeconds": 600}]}},
+                             "spec.healthCheck.active[gpu].program (/opt/site/checksx/gpu)"),
+                            ({"healthCheck": {"program": "/usr/sbin/../../home/a/x", "interval": 60}},
+                             "spec.healthCheck.program (/usr/sbin/../../home/a/x)")):
+            err = _refused(kubectl, _cluster(namespace, **spec))
+            assert f"{named}: every worker runs it as root in the jail; not under a jail directory the cluster " \
+                   "admin allows (/usr/sbin, /opt/site/checks;" in err, err
+        assert _create(kubectl, _cluster(namespace, healthCheck={"program": "/usr/sbin/nhc", "interval": 60, "active": [
+            {"name": "gpu", "program": "/opt/site/checks/gpu", "everySeconds": 600}]})).returncode == 0
+        err = _refused(kubectl, _cluster(namespace, login={"rootSshPublicKeys": [ROOT_KEY]}))
+        assert "spec.login.rootSshPublicKeys: root logins to the login nodes, which the cluster admin does not " \
+               "allow" in err
+        err = _refused(kubectl, _cluster(namespace, networkPolicy={"enabled": False}))
+        assert "spec.networkPolicy.enabled: false opens every address to the nodes" in err
+        ldap = {"uris": ["ldap://10.20.0.7:3269", "ldaps://dir.example.org"], "startTls": True,
+                "searchBase": "dc=example,dc=org", "egressCidrs": ["10.20.0.0/24", "10.30.0.0/16"]}
+        err = _refused(kubectl, _cluster(namespace, identity={"ldap": ldap}))
+        assert "spec.identity.ldap.egressCidrs (10.30.0.0/16): not within the ranges the cluster admin allows " \
+               "a directory in (10.20.0.0/16;" in err, err
+        err = _refused(kubectl, _cluster(namespace, identity={"ldap": {**ldap, "egressCidrs": ["10.20.0.0/24"],
+                                                                        "uris": ["ldap://10.20.0.7", "ldaps://d:1636"]}}))
+        assert "spec.identity.ldap.uris (ldap://10.20.0.7, ldaps://d:1636): not on a port the cluster admin " \
+               "allows a directory on (636, 3269;" in err, err
+        assert _create(kubectl, _cluster(namespace, identity={"ldap": {**ldap, "egressCidrs": ["10.20.0.0/24"]}})) \
+            .returncode == 0
+
         # Another namespace answers to another release's lists, not this one's.
         assert _create(kubectl, _cluster("default", name="elsewhere", jail={"volume": {"hostPath": "/home"}})) \
             .returncode == 0
@@ -194,4 +229,21 @@ def test_tightened_lists_bind_new_specs_not_the_operators_writes(control_plane, 
                 '{"metadata": {"finalizers": null}}')
     finally:
         kubectl("-n", namespace, "delete", "slurmcluster", "--all", "--wait=false", check=False)
+        _helm(control_plane, tools, "uninstall", "ops", "-n", namespace)
+
+
+def test_user_namespaces_when_the_admin_requires_them(control_plane, tools, kubectl, crd_installed, namespace,
+                                                      tmp_path):
+    _install(control_plane, tools, namespace, tmp_path, {"admissionPolicy": {"requireUserNamespaces": True}})
+    try:
+        _policy_in_force(kubectl, namespace, _cluster(namespace))
+        err = _refused(kubectl, _cluster(namespace, login={"hostUsers": False}, nodeSets=[
+            {"name": "cpu", "hostUsers": False}, {"name": "gpu"}, {"name": "big", "hostUsers": True}]))
+        assert "spec.nodeSets[gpu].hostUsers, spec.nodeSets[big].hostUsers: the cluster admin requires workers " \
+               "and login nodes in a user namespace of their own" in err, err
+        err = _refused(kubectl, _cluster(namespace, nodeSets=[{"name": "cpu", "hostUsers": False}]))
+        assert "spec.login.hostUsers: the cluster admin requires" in err, err
+        assert _create(kubectl, _cluster(namespace, login={"hostUsers": False}, nodeSets=[
+            {"name": "cpu", "hostUsers": False}])).returncode == 0
+    finally:
         _helm(control_plane, tools, "uninstall", "ops", "-n", namespace)
