@@ -162,8 +162,10 @@ def test_a_writer_is_held_to_the_admins_lists(control_plane, tools, kubectl, crd
                             ({"healthCheck": {"active": [{"name": "gpu", "program": "/opt/site/checksx/gpu",
                                                           "everySeconds": 600}]}},
                              "spec.healthCheck.active[gpu].program (/opt/site/checksx/gpu)"),
-                            ({"healthCheck": {"program": "/usr/sbin/../../home/a/x", "interval": 60}},
-                             "spec.healthCheck.program (/usr/sbin/../../home/a/x)")):
+                            ({"healthCheck": {"program": "/usr/sbin/.hidden/x", "interval": 60}},
+                             "spec.healthCheck.program (/usr/sbin/.hidden/x)"),
+                            ({"healthCheck": {"program": "/usr/sbinx/nhc", "interval": 60}},
+                             "spec.healthCheck.program (/usr/sbinx/nhc)")):
             err = _refused(kubectl, _cluster(namespace, **spec))
             assert f"{named}: every worker runs it as root in the jail; not under a jail directory the cluster " \
                    "admin allows (/usr/sbin, /opt/site/checks;" in err, err
