@@ -13,11 +13,8 @@ features cannot hold one (SlurmName), so one whose key is no longer listed is ta
 from __future__ import annotations
 
 from soperator.api.spec import NodeSetSpec
-from soperator.reconcile.slurm_view import node_set_of
+from soperator.reconcile.slurm_view import UNREGISTERED, labels_of, node_set_of
 from soperator.slurm import SlurmNode
-
-# Slurm states in which a node has no registered slurmd whose record could be changed.
-_ABSENT = ("notRegistered", "unknown")
 
 
 def label_features(keys: list[str], labels: dict[str, str]) -> list[str]:
@@ -38,10 +35,9 @@ def plan_label_features(node_sets: list[NodeSetSpec], pods: list[dict], kube_nod
         name, host = pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName")
         keys = keys_of.get(node_set_of(pod))
         node = slurm.get(name)
-        if keys is None or host not in kube_nodes or node is None or node.category() in _ABSENT:
+        if keys is None or host not in kube_nodes or node is None or node.category() in UNREGISTERED:
             continue
-        labels = (kube_nodes[host].get("metadata") or {}).get("labels") or {}
-        features = [f for f in node.features if "=" not in f] + label_features(keys, labels)
+        features = [f for f in node.features if "=" not in f] + label_features(keys, labels_of(kube_nodes[host]))
         if sorted(features) != sorted(node.features):
             out[name] = features
     return out

@@ -136,8 +136,18 @@ def slurm_state_counts(node_set: NodeSetSpec, pods: list[dict], nodes: dict[str,
     return counts  # the states are the status' keys already
 
 
+# Slurm states in which a node has no registered slurmd whose record could be changed (placed, given
+# features).
+UNREGISTERED = ("notRegistered", "unknown")
+
+
+def labels_of(obj: dict) -> dict[str, str]:
+    """A Kubernetes object's labels ({} when it has none)."""
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
 def node_set_of(pod: dict) -> str | None:
-    return ((pod.get("metadata") or {}).get("labels") or {}).get(NODE_SET_LABEL)
+    return labels_of(pod).get(NODE_SET_LABEL)
 
 
 def pod_condition(name: str, nodes: dict[str, SlurmNode]) -> dict:

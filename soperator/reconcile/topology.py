@@ -22,11 +22,10 @@ import yaml
 from soperator.api.topology import TopologySpec
 from soperator.node.layout import PLACE_ANNOTATION, PLACEMENT_VOLUME
 from soperator.reconcile.conditions import Cond
+from soperator.reconcile.slurm_view import UNREGISTERED, labels_of
 from soperator.render.configs import NO_BLOCK, ROOT_SWITCH, TOPOLOGY_NAME, UNPLACED
 from soperator.slurm import SlurmNode
 
-# Slurm states in which a node has no registered slurmd to place.
-_ABSENT = ("notRegistered", "unknown")
 
 
 @dataclass(frozen=True)
@@ -36,10 +35,6 @@ class Placement:
     unplaced: dict[str, str] = field(default_factory=dict)  # Slurm node: why it has no place
     hosts: dict[str, str] = field(default_factory=dict)  # Slurm node: its Kubernetes node
     annotate: dict[str, str] = field(default_factory=dict)  # bound pod: the place to write on it
-
-
-def _labels(node: dict) -> dict[str, str]:
-    return (node.get("metadata") or {}).get("labels") or {}
 
 
 def _path(topology: TopologySpec, labels: dict[str, str]) -> tuple[str, ...] | str:
@@ -84,7 +79,7 @@ def plan_topology(topology: TopologySpec | None, pods: list[dict], kube_nodes: d
     places only."""
     if topology is None or kube_nodes is None:
         return Placement()
-    paths = {name: _path(topology, _labels(node)) for name, node in kube_nodes.items()}
+    paths = {name: _path(topology, labels_of(node)) for name, node in kube_nodes.items()}
     clashes = _clashes([p for p in paths.values() if isinstance(p, tuple)]) if topology.tree else {}
     out = Placement()
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
@@ -98,7 +93,7 @@ def plan_topology(topology: TopologySpec | None, pods: list[dict], kube_nodes: d
         if where and not meta.get("deletionTimestamp") and (meta.get("annotations") or {}).get(PLACE_ANNOTATION) != where:
             out.annotate[name] = where
         node = (slurm or {}).get(name)
-        if node is None or node.category() in _ABSENT:
+        if node is None or node.category() in UNREGISTERED:
             continue
         out.hosts[name] = host
         if where is None:
@@ -117,7 +112,7 @@ def topology_blocks(topology: TopologySpec | None, kube_nodes: dict[str, dict] |
     if topology is None or topology.block is None:
         return ()
     if kube_nodes is not None:
-        return tuple(sorted({v for n in kube_nodes.values() if (v := _labels(n).get(topology.block.label))}))
+        return tuple(sorted({v for n in kube_nodes.values() if (v := labels_of(n).get(topology.block.label))}))
     try:
         listed = (yaml.safe_load(live_yaml or "") or [{}])[0].get("block", {}).get("blocks") or []
     except (yaml.YAMLError, AttributeError, IndexError, KeyError):

@@ -7,11 +7,9 @@ writes nothing. No kubelet runs here (tests/kube/test_kube_nodes.py has why that
 test's Node objects stand for the machines."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.kube.test_topology import HOSTS, _label, apply_cluster, nodes_removed, start  # noqa: F401 (a fixture)
+from tests.kube.test_topology import HOSTS, _label, apply_cluster, event_messages, nodes_removed, start  # noqa: F401
 from tests.support.three_nodes import BIG0, CPU0, CPU1, three_nodes
 from tests.support.wait import until
 
@@ -29,8 +27,7 @@ def _features(slurm, node: str) -> set[str]:
 
 
 def _events(kubectl, namespace: str) -> list[str]:
-    events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
-    return sorted(e["message"] for e in events if e["reason"] == "NodeFeatures")
+    return event_messages(kubectl, namespace, "NodeFeatures")
 
 
 def _lands_on(slurm, constraint: str, nodes: int = 1) -> set[str]:

@@ -93,9 +93,14 @@ def start(api, kubectl, namespace: str, slurm, topology: dict | None, labels: di
     return step
 
 
-def _placed_events(kubectl, namespace: str) -> list[str]:
+def event_messages(kubectl, namespace: str, reason: str) -> list[str]:
+    """The messages of the namespace's events with this reason, sorted."""
     events = json.loads(kubectl("-n", namespace, "get", "events", "-o", "json").stdout)["items"]
-    return sorted(e["message"] for e in events if e["reason"] == "NodePlaced")
+    return sorted(e["message"] for e in events if e["reason"] == reason)
+
+
+def _placed_events(kubectl, namespace: str) -> list[str]:
+    return event_messages(kubectl, namespace, "NodePlaced")
 
 
 def _places(api, namespace: str) -> dict[str, str]:
@@ -117,7 +122,7 @@ def test_kubernetes_node_labels_place_each_worker_in_slurms_tree(api, kubectl, c
                                                                 nodes_removed):
     with three_nodes(tmp_path, TREE) as slurm:
         step = start(api, kubectl, namespace, slurm, TREE, {"soperator-test-topo-a": {SPINE: "s1", LEAF: "l1"},
-                                                             "soperator-test-topo-b": {SPINE: "s1", LEAF: "l2"}})
+                                                            "soperator-test-topo-b": {SPINE: "s1", LEAF: "l2"}})
         # What the operator renders is what the sandbox's slurmctld started with (its header names the namespace).
         started = (slurm.box.work / "etc-slurm" / "topology.yaml").read_text()
         assert _rendered(kubectl, namespace).splitlines()[1:] == started.splitlines()[1:]
@@ -166,7 +171,7 @@ def test_a_new_block_label_value_is_a_new_block_once_slurmctld_reads_it(api, kub
                                                                          tmp_path, nodes_removed):
     with three_nodes(tmp_path, BLOCK, blocks=("nvl-1",)) as slurm:
         step = start(api, kubectl, namespace, slurm, BLOCK, {"soperator-test-topo-a": {CLIQUE: "nvl-1"},
-                                                              "soperator-test-topo-b": {CLIQUE: "nvl-2"}})
+                                                             "soperator-test-topo-b": {CLIQUE: "nvl-2"}})
         topology = step()["Topology"]
         # slurmctld still runs on the files from before nvl-2: it refuses that block, by name.
         assert (topology["status"], topology["reason"]) == ("False", "Unplaced")
