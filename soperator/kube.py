@@ -8,10 +8,15 @@ from __future__ import annotations
 import collections
 import datetime
 import functools
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ForbiddenError, NotFoundError
+
+from soperator.kube_watch import WatchCache, slim_node, slim_pod
 
 FIELD_MANAGER = "soperator"
 _READS = ("get", "list", "watch")
@@ -21,6 +26,9 @@ _READS = ("get", "list", "watch")
 # seen once in CI, cause not proven). Watches are
 # kopf's own connections, with their own timeouts (handlers.configure).
 REQUEST_TIMEOUT = (10.0, 60.0)
+# Writes in flight at once when a pass makes many of one kind (a condition on each of a thousand pods
+# after one Slurm-wide change): one at a time, 1,000 took 8 s of a pass on the scale rig.
+WRITERS = 8
 
 
 def _timed(request, timeout: tuple[float, float]):
@@ -32,6 +40,13 @@ def _timed(request, timeout: tuple[float, float]):
     return call
 
 
+def _json(response) -> dict:
+    """A read's answer as plain JSON. The dynamic client's own objects (ResourceInstance, then
+    `to_dict()`) walk every field twice in Python: 80 % of an idle pass's CPU at 200 workers
+    (measured with the scale rig, docs/benchmarks.md)."""
+    return json.loads(response.data)
+
+
 def tally(calls: "collections.Counter[tuple[str, str]]") -> tuple[int, int]:
     """(reads, writes) among counted calls: `Kube.calls`, or the difference of two of its copies."""
     reads = sum(n for (verb, _), n in calls.items() if verb in _READS)
@@ -39,18 +54,23 @@ def tally(calls: "collections.Counter[tuple[str, str]]") -> tuple[int, int]:
 
 
 class Kube:
-    def __init__(self, api_client: client.ApiClient, timeout: tuple[float, float] = REQUEST_TIMEOUT):
+    def __init__(self, api_client: client.ApiClient, timeout: tuple[float, float] = REQUEST_TIMEOUT,
+                 watch: bool = False):
+        """`watch`: pods and Kubernetes nodes read from watched lists (kube_watch.py) once those are in."""
         # Every call, typed or dynamic, goes through this one method of the client's REST layer.
         api_client.rest_client.request = _timed(api_client.rest_client.request, timeout)
         self.api_client = api_client
         self.dynamic = DynamicClient(api_client)
         self.calls: collections.Counter[tuple[str, str]] = collections.Counter()  # (verb, kind): count
+        self._counting = threading.Lock()  # `many` counts from several threads
+        self.cached: collections.Counter[str] = collections.Counter()  # kind: reads answered by a watch
+        self.watched = WatchCache(api_client) if watch else None
 
     def _res(self, api_version: str, kind: str):
         return self.dynamic.resources.get(api_version=api_version, kind=kind)
 
     @classmethod
-    def from_environment(cls) -> "Kube":
+    def from_environment(cls, watch: bool = False) -> "Kube":
         """In a pod, its service account; elsewhere, the kubeconfig (KUBECONFIG or ~/.kube/config)."""
         from kubernetes import config
 
@@ -58,10 +78,24 @@ class Kube:
             config.load_incluster_config()
         except config.ConfigException:
             config.load_kube_config()
-        return cls(client.ApiClient())
+        return cls(client.ApiClient(), watch=watch)
 
     def _count(self, verb: str, kind: str) -> None:
-        self.calls[verb, kind] += 1
+        with self._counting:
+            self.calls[verb, kind] += 1
+
+    def counts(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
+        """Copies of `calls` and `cached`, taken while no call is being counted (/metrics reads them)."""
+        with self._counting:
+            return dict(self.calls), dict(self.cached)
+
+    def many(self, call, args: list[tuple]) -> list:
+        """`call(*a)` for each of `args`, WRITERS at a time; the answers in order. An exception from
+        any call is raised once all have ended."""
+        if len(args) <= 1:
+            return [call(*a) for a in args]
+        with ThreadPoolExecutor(min(WRITERS, len(args))) as pool:
+            return list(pool.map(lambda a: call(*a), args))
 
     @property
     def writes(self) -> int:
@@ -70,20 +104,32 @@ class Kube:
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict | None:
         self._count("get", kind)
         try:
-            return self._res(api_version, kind).get(name=name, namespace=namespace).to_dict()
+            return _json(self._res(api_version, kind).get(name=name, namespace=namespace, serialize=False))
         except NotFoundError:
             return None
 
     def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict]:
+        if self.watched is not None and (api_version, kind) == ("v1", "Pod"):
+            pods = self.watched.pods(namespace, label_selector)
+            if pods is not None:
+                with self._counting:
+                    self.cached[kind] += 1
+                return pods
         self._count("list", kind)
-        res = self._res(api_version, kind).get(namespace=namespace, label_selector=label_selector)
-        return res.to_dict().get("items") or []
+        res = self._res(api_version, kind).get(namespace=namespace, label_selector=label_selector, serialize=False)
+        items = _json(res).get("items") or []
+        return [slim_pod(p) for p in items] if (api_version, kind) == ("v1", "Pod") else items
 
     def nodes(self) -> dict[str, dict] | str:
         """The Kubernetes nodes by name, or why they cannot be read (the chart's ClusterRole left out)."""
+        watched = self.watched.nodes() if self.watched is not None else None
+        if watched is not None:
+            with self._counting:
+                self.cached["Node"] += 1
+            return {n["metadata"]["name"]: n for n in watched}
         self._count("list", "Node")
         try:
-            items = self._res("v1", "Node").get().to_dict().get("items") or []
+            items = [slim_node(n) for n in _json(self._res("v1", "Node").get(serialize=False)).get("items") or []]
         except ForbiddenError as exc:
             return f"not allowed to list nodes: {exc.summary()}"
         return {n["metadata"]["name"]: n for n in items}
@@ -111,11 +157,11 @@ class Kube:
         res = self._res(api_version, kind)
         if not namespaces:
             self._count("list", kind)
-            return res.get().to_dict().get("items") or []
+            return _json(res.get(serialize=False)).get("items") or []
         out = []
         for namespace in namespaces:
             self._count("list", kind)
-            out += res.get(namespace=namespace).to_dict().get("items") or []
+            out += _json(res.get(namespace=namespace, serialize=False)).get("items") or []
         return out
 
     def apply(self, obj: dict) -> dict:
@@ -157,12 +203,18 @@ class Kube:
         False if the pod is gone (deleted since it was listed): it has no condition left to set."""
         self._count("patch", "Pod/status")
         try:
-            self._res("v1", "Pod").status.patch(
+            self._remember(self._res("v1", "Pod").status.patch(
                 name=name, namespace=namespace, body={"status": {"conditions": [condition]}},
-                content_type="application/strategic-merge-patch+json")
+                content_type="application/strategic-merge-patch+json", serialize=False))
         except NotFoundError:
             return False
         return True
+
+    def _remember(self, response) -> None:
+        """A pod as our write left it, into the watched list: the next pass must not write it again
+        because the watch had not yet brought the change."""
+        if self.watched is not None:
+            self.watched.put_pod(slim_pod(_json(response)))
 
     def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> bool:
         """Set annotations on a pod; False if it is gone (deleted since it was listed)."""
@@ -175,8 +227,8 @@ class Kube:
     def _patch_pod_metadata(self, namespace: str, name: str, meta: dict) -> bool:
         self._count("patch", "Pod")
         try:
-            self._res("v1", "Pod").patch(name=name, namespace=namespace, body={"metadata": meta},
-                                         content_type="application/merge-patch+json")
+            self._remember(self._res("v1", "Pod").patch(name=name, namespace=namespace, body={"metadata": meta},
+                                                        content_type="application/merge-patch+json", serialize=False))
         except NotFoundError:
             return False
         return True

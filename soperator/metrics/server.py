@@ -28,6 +28,33 @@ _LABELS = ("namespace", "cluster")
 RECONCILES = Counter("soperator_reconcile", "reconciles of a SlurmCluster", _LABELS, registry=REGISTRY)
 ERRORS = Counter("soperator_reconcile_errors", "reconciles that raised", _LABELS, registry=REGISTRY)
 SECONDS = Counter("soperator_reconcile_seconds", "time spent reconciling", _LABELS, registry=REGISTRY)
+COALESCED = Counter("soperator_reconcile_coalesced", "events whose pass another pass, waiting to start, stood for",
+                    _LABELS, registry=REGISTRY)
+
+
+class KubeCalls:
+    """The operator's Kubernetes API calls by verb and kind (Kube.calls), and its reads that a watched
+    list answered instead (Kube.cached): what the scale rig counts, on a running operator."""
+
+    def __init__(self, kube):
+        self.kube = kube
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        counted, cached_reads = self.kube.counts()
+        calls = CounterMetricFamily("soperator_kube_requests", "Kubernetes API calls", labels=("verb", "kind"))
+        for (verb, kind), n in sorted(counted.items()):
+            calls.add_metric((verb, kind), n)
+        cached = CounterMetricFamily("soperator_kube_watched_reads", "reads answered from a watched list",
+                                     labels=("kind",))
+        for kind, n in sorted(cached_reads.items()):
+            cached.add_metric((kind,), n)
+        return [calls, cached]
+
+
+def count_kube_calls(kube) -> None:
+    REGISTRY.register(KubeCalls(kube))
 
 
 @contextmanager

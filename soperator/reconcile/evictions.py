@@ -35,6 +35,6 @@ def label_changes(pods: list[dict], nodes: dict[str, SlurmNode]) -> list[tuple[d
 
 def write_evictable_labels(kube: Kube, pods: list[dict], nodes: dict[str, SlurmNode]) -> int:
     """Returns how many pods were relabelled; a pod deleted since the list is skipped."""
-    return sum(kube.label_pod(pod["metadata"]["namespace"], pod["metadata"]["name"],
-                              {EVICTABLE_LABEL: "true" if want else None})
-               for pod, want in label_changes(pods, nodes))
+    return sum(kube.many(kube.label_pod, [(pod["metadata"]["namespace"], pod["metadata"]["name"],
+                                           {EVICTABLE_LABEL: "true" if want else None})
+                                          for pod, want in label_changes(pods, nodes)]))

@@ -178,8 +178,8 @@ def pod_condition_changes(pods: list[dict], nodes: dict[str, SlurmNode], now: st
 def write_pod_conditions(kube: Kube, pods: list[dict], nodes: dict[str, SlurmNode]) -> int:
     """Returns how many were written; a pod deleted since the list is skipped (the next pass lists anew)."""
     changes = pod_condition_changes(pods, nodes, _now())
-    return sum(kube.patch_pod_condition(pod["metadata"]["namespace"], pod["metadata"]["name"], condition)
-               for pod, condition in changes)
+    return sum(kube.many(kube.patch_pod_condition, [(pod["metadata"]["namespace"], pod["metadata"]["name"], condition)
+                                                    for pod, condition in changes]))
 
 
 def _now() -> str:

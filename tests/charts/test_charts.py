@@ -140,14 +140,14 @@ def test_operator_rbac_is_namespaced_and_minimal(tools):
     # reading nodes (to follow cordons), which a value leaves out.
     cluster_rules = sorted((tuple(r.get("resources", r.get("nonResourceURLs"))), tuple(r["verbs"]))
                            for d in docs if d["kind"] == "ClusterRole" for r in d["rules"])
-    assert cluster_rules == [(("/metrics",), ("get",)), (("nodes",), ("get", "list")),
+    assert cluster_rules == [(("/metrics",), ("get",)), (("nodes",), ("get", "list", "watch")),
                              (("subjectaccessreviews",), ("create",)), (("tokenreviews",), ("create",))]
     without = render(tools, "slurm-operator", "--set", "followKubernetesNodes=false")
     assert not [r for d in without if d["kind"] == "ClusterRole" for r in d["rules"] if "nodes" in r.get("resources", [])]
     # Moving workers off bad nodes: patch on nodes, and only when asked for.
     replacing = render(tools, "slurm-operator", "--set", "replaceUnhealthyWorkers=true")
     assert [r["verbs"] for d in replacing if d["kind"] == "ClusterRole" for r in d["rules"]
-            if "nodes" in r.get("resources", [])] == [["get", "list", "patch"]]
+            if "nodes" in r.get("resources", [])] == [["get", "list", "watch", "patch"]]
     rules = [r for d in docs if d["kind"] == "Role" for r in d["rules"]]
     secrets = [r for r in rules if "secrets" in r["resources"]]
     assert {tuple(r["verbs"]) for r in secrets} == {("get", "create")}

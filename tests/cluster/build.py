@@ -1,11 +1,11 @@
 """Build the real Kubernetes components and the node's container runtime from Go modules, once, and
 cache them.
 
-Five modules: this directory (kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy and
+Six modules: this directory (kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy and
 kubectl, all from one k8s.io/kubernetes release), etcd/ (etcd's server, at the release kubeadm pairs
 with that Kubernetes), coredns/ (cluster DNS from CoreDNS's own module, so
 its dependencies never move Kubernetes'), registry/ (the image registry the container e2e tests pull
-from) and runtime/ (containerd 2, its runc shim, ctr and runc:
+from), kwok/ (KWOK, the scale rig's simulated nodes) and runtime/ (containerd 2, its runc shim, ctr and runc:
 bookworm's containerd 1.6 and runc 1.1 cannot run pods in user namespaces, and Kubernetes 1.36 no
 longer supports containerd 1.x). `python -m tests.cluster.build` builds (CI calls it); tests call
 `ensure_binaries()`, which rebuilds a module only when its go.mod, go.sum, Go files or the Go version
@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -34,6 +35,8 @@ REGISTRY = HERE / "registry"
 ETCD = HERE / "etcd"
 ETCD_SERVER = "go.etcd.io/etcd/server/v3"
 RUNTIME = HERE / "runtime"
+KWOK = HERE / "kwok"
+KWOK_MODULE = "sigs.k8s.io/kwok"
 CONTAINERD = "github.com/containerd/containerd/v2"
 RUNC = "github.com/opencontainers/runc"
 # containerd's own release build leaves out the snapshotters that need cgo or a kernel driver we do
@@ -189,6 +192,27 @@ def build_cached(module: Path, name: str, bin_dir: Path = BIN) -> Path:
 def registry_binary(bin_dir: Path = BIN) -> Path:
     """The CNCF Distribution registry: the container e2e tests' docker:// images come from it."""
     return _build(go_binary(), REGISTRY, bin_dir, ("registry",), ".", "")["registry"]
+
+
+def kwok_binary(bin_dir: Path = BIN) -> Path:
+    """KWOK's controller, for the scale rig only: built on first use, as the registry is."""
+    go = go_binary()
+
+    def build() -> None:
+        _go_build(go, KWOK, str(bin_dir / "kwok"), [f"{KWOK_MODULE}/cmd/kwok"], "", what="kwok")
+
+    return _cached(go, KWOK, bin_dir, ("kwok",), "", build)["kwok"]
+
+
+def kwok_stages(names: tuple[str, ...]) -> str:
+    """KWOK's own stage files (node and pod lifecycles), read from the module cache so that no copy
+    of them is kept here: `names` are paths under the module's kustomize/stage/."""
+    proc = subprocess.run([go_binary(), "mod", "download", "-json", f"{KWOK_MODULE}@{required_version(KWOK_MODULE, KWOK)}"],
+                          cwd=KWOK, env=_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"go mod download {KWOK_MODULE} failed: {proc.stderr.strip()}")
+    root = Path(json.loads(proc.stdout)["Dir"]) / "kustomize" / "stage"
+    return "\n---\n".join((root / name).read_text() for name in names)
 
 
 def main() -> int:

@@ -30,7 +30,9 @@ def connect_to(rest_slurm):
 
 
 def pods_of(kube: Kube, namespace: str) -> dict[str, dict]:
-    return {p["metadata"]["name"]: p for p in kube.list("v1", "Pod", namespace, "app.kubernetes.io/component=worker")}
+    """The worker pods whole, as the apiserver holds them (`Kube.list` gives the operator's slimmed form)."""
+    return {p["metadata"]["name"]: p for p in kube.list_all("v1", "Pod", [namespace])
+            if (p["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "worker"}
 
 
 def _condition(pod: dict) -> dict:

@@ -689,6 +689,9 @@ def _operator_worked_in_cluster(kubectl, namespace: str, service_account_token) 
     reader = f"soperator-slurm-operator-{namespace}-metrics-reader"
     status, metrics = scrape(port, service_account_token(namespace, "prometheus", reader), host=address)
     assert status == 200 and f'soperator_reconcile_total{{cluster="{NAME}",namespace="{namespace}"}}' in metrics, status
+    # Its passes read pods and nodes from its watched lists (the chart lets it watch both).
+    watched = dict(re.findall(r'soperator_kube_watched_reads_total\{kind="(\w+)"\} ([0-9.e+]+)', metrics))
+    assert float(watched.get("Pod", 0)) > 0 and float(watched.get("Node", 0)) > 0, watched
     # Slurm's state, read by the in-cluster operator through slurmrestd (by node set) and from
     # slurmctld's own metrics on its port (Slurm's series): the two idle workers left.
     who = f'cluster="{NAME}",namespace="{namespace}"'

@@ -30,15 +30,15 @@ class _Relay(socketserver.BaseRequestHandler):
 class RestForwarder(socketserver.ThreadingTCPServer):
     daemon_threads = True
 
-    def __init__(self, unix_path: str):
-        super().__init__(("127.0.0.1", 0), _Relay)
+    def __init__(self, unix_path: str, address: tuple[str, int] = ("127.0.0.1", 0)):
+        super().__init__(address, _Relay)
         self.unix_path = unix_path
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
         self._thread.start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        return f"http://{self.server_address[0]}:{self.server_address[1]}"
 
     def close(self) -> None:
         self.shutdown()

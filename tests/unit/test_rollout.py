@@ -43,6 +43,12 @@ def test_a_new_pod_not_yet_serving_holds_the_next_and_its_old_drain_is_undone():
     assert registered.resume == ["c-cpu-1"]
 
 
+def test_a_pod_deleted_and_not_yet_made_again_counts_as_out_of_service():
+    pods = [p for p in _pods(OLD, NEW, OLD, OLD) if p["metadata"]["name"] != "c-cpu-1"]
+    assert plan_rollout(NEW, pods, 4, 1, _nodes("IDLE", "", "IDLE", "IDLE")).drain == []
+    assert plan_rollout(NEW, pods, 4, 2, _nodes("IDLE", "", "IDLE", "IDLE")).drain == ["c-cpu-3"]
+
+
 def test_pods_serving_nothing_are_replaced_at_once_and_others_drains_are_kept():
     plan = plan_rollout(NEW, _pods(OLD, OLD, OLD), 3, 1, _nodes("", "DOWN", "IDLE+DRAIN:admin: bad dimm"))
     assert sorted(plan.delete_pods) == ["c-cpu-0", "c-cpu-1"] and plan.drain == [] and plan.resume == []
