@@ -63,27 +63,19 @@ def state_change_writes(rig: Rig) -> dict:
     return out
 
 
-
 def rollout(rig: Rig, workers: int, max_unavailable: int) -> dict:
     """Every worker on a new pod template, at most `max_unavailable` out of service at a time (the
     largest seen, at each pass, is reported)."""
+    old = rig.revision()
     rig.apply(workers, sharedMemorySize="128Mi", maxUnavailable=max_unavailable)
     worst = [0]
-    sts = lambda: rig.reader.get("apps/v1", "StatefulSet", "rig", "rig-cpu")  # noqa: E731
 
     def done() -> bool:
-        states = rig.slurm_states()
-        out = workers - states.get("idle", 0)
+        out = workers - rig.slurm_states().get("idle", 0)
         worst[0] = max(worst[0], out)
-        status = sts()["status"]
-        return status.get("updateRevision") == status.get("currentRevision") == _revisions(rig) and out == 0
+        return out == 0 and rig.revision() not in (None, old)
     result = _phase(rig, done, "rollout")
     return {**result, "max_out_of_service": worst[0], "max_unavailable": max_unavailable}
-
-
-def _revisions(rig: Rig) -> str | None:
-    revisions = {p["metadata"]["labels"].get("controller-revision-hash") for p in rig.pods()}
-    return revisions.pop() if len(revisions) == 1 else None
 
 
 def slurm_side(rig: Rig) -> dict:
@@ -181,7 +173,7 @@ def measure_running(size: int) -> dict:
             row["scale_in"] = _running_phase(rig, op, lambda: rig.apply(half), lambda: len(rig.pods()) == half and
                                              len(rig.records) == half and rig.slurm_states().get("idle") == half,
                                              "scale-in")
-            old = _revisions(rig)
+            old = rig.revision()
             row["rollout"] = _running_phase(
                 rig, op, lambda: rig.apply(half, sharedMemorySize="128Mi", maxUnavailable=max(1, half // 10)),
                 lambda: _rolled(rig, half, old), "rollout")
@@ -194,9 +186,8 @@ def _after(seconds: float):
 
 
 def _rolled(rig: Rig, workers: int, old: str | None) -> bool:
-    status = rig.reader.get("apps/v1", "StatefulSet", "rig", "rig-cpu")["status"]
-    return status.get("updateRevision") == status.get("currentRevision") == _revisions(rig) != old and \
-        rig.slurm_states().get("idle") == workers and len(rig.records) == workers
+    return rig.revision() not in (None, old) and rig.slurm_states().get("idle") == workers and \
+        len(rig.records) == workers
 
 
 def main() -> None:

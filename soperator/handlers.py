@@ -69,10 +69,10 @@ class ClusterLocks:
         """Yields whether to run the pass. `coalesce`: a call that finds another pass of the cluster
         already waiting to start runs none (yields False), since that pass reads the cluster after
         this call's event anyway; and a pass that will run first waits gather_seconds (unless not
-        `gather`: the periodic passes, which no burst precedes). A scale-out
-        of N workers sends about N StatefulSet events; without this, each was a pass of its own over
-        all N workers (the scale rig: 1,000 workers, 144 passes where a second's gathering makes
-        them a few dozen, docs/benchmarks.md)."""
+        `gather`: the periodic passes, which no burst precedes). A scale-out of N workers sends
+        about N StatefulSet events; without this, each was a pass of its own over all N workers
+        (the scale rig: 1,000 workers, 144 passes where a second's gathering makes 14,
+        docs/benchmarks.md)."""
         key = (namespace, name)
         with self._guard:
             entry = self._locks.setdefault(key, [threading.Lock(), 0, False])

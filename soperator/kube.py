@@ -84,6 +84,10 @@ class Kube:
         with self._counting:
             self.calls[verb, kind] += 1
 
+    def _count_cached(self, kind: str) -> None:
+        with self._counting:
+            self.cached[kind] += 1
+
     def counts(self) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
         """Copies of `calls` and `cached`, taken while no call is being counted (/metrics reads them)."""
         with self._counting:
@@ -109,23 +113,21 @@ class Kube:
             return None
 
     def list(self, api_version: str, kind: str, namespace: str, label_selector: str) -> list[dict]:
-        if self.watched is not None and (api_version, kind) == ("v1", "Pod"):
-            pods = self.watched.pods(namespace, label_selector)
-            if pods is not None:
-                with self._counting:
-                    self.cached[kind] += 1
-                return pods
+        pods = (api_version, kind) == ("v1", "Pod")
+        watched = self.watched.pods(namespace, label_selector) if pods and self.watched is not None else None
+        if watched is not None:
+            self._count_cached(kind)
+            return watched
         self._count("list", kind)
         res = self._res(api_version, kind).get(namespace=namespace, label_selector=label_selector, serialize=False)
         items = _json(res).get("items") or []
-        return [slim_pod(p) for p in items] if (api_version, kind) == ("v1", "Pod") else items
+        return [slim_pod(p) for p in items] if pods else items
 
     def nodes(self) -> dict[str, dict] | str:
         """The Kubernetes nodes by name, or why they cannot be read (the chart's ClusterRole left out)."""
         watched = self.watched.nodes() if self.watched is not None else None
         if watched is not None:
-            with self._counting:
-                self.cached["Node"] += 1
+            self._count_cached("Node")
             return {n["metadata"]["name"]: n for n in watched}
         self._count("list", "Node")
         try:
@@ -214,7 +216,7 @@ class Kube:
         """A pod as our write left it, into the watched list: the next pass must not write it again
         because the watch had not yet brought the change."""
         if self.watched is not None:
-            self.watched.put_pod(slim_pod(_json(response)))
+            self.watched.put_pod(_json(response))  # slimmed there, if kept
 
     def annotate_pod(self, namespace: str, name: str, annotations: dict[str, str]) -> bool:
         """Set annotations on a pod; False if it is gone (deleted since it was listed)."""

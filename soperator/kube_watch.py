@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from typing import Callable
 
 from kubernetes import client
@@ -111,20 +110,14 @@ class WatchedList:
         self._gone: dict[str, int] = {}
         self._lock = threading.Lock()
         self.synced = threading.Event()
-        self.lists = self.events = 0
         self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"watch {what}", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._run, name=f"watch {what}", daemon=True).start()
 
     def items(self) -> list[dict] | None:
         if not self.synced.is_set():
             return None
         with self._lock:
             return list(self._objects.values())
-
-    def get(self, name: str) -> dict | None:
-        with self._lock:
-            return self._objects.get(name)
 
     def put(self, obj: dict) -> None:
         """An object as a write of ours returned it: newer than the cache's unless a watch event
@@ -158,7 +151,6 @@ class WatchedList:
         with self._lock:
             self._objects = {o["metadata"]["name"]: self._slim(o) for o in body.get("items") or []}
             self._gone = {}
-        self.lists += 1
         self.synced.set()
         return body["metadata"]["resourceVersion"]
 
@@ -181,7 +173,6 @@ class WatchedList:
                         return None
                     raise RuntimeError(f"{obj.get('code')} {obj.get('reason')}: {obj.get('message')}")
                 version = obj["metadata"].get("resourceVersion", version)
-                self.events += 1
                 if kind == "BOOKMARK":
                     continue
                 name = obj["metadata"]["name"]
@@ -229,11 +220,6 @@ class WatchCache:
         watched = self._pods.get(pod["metadata"].get("namespace", ""))
         if watched is not None:
             watched.put(pod)
-
-    def wait_synced(self, timeout: float = 30) -> bool:
-        deadline = time.monotonic() + timeout
-        lists = [*self._pods.values(), *([self._nodes] if self._nodes else [])]
-        return all(w.synced.wait(max(0.0, deadline - time.monotonic())) for w in lists)
 
     def stop(self) -> None:
         for watched in [*self._pods.values(), *([self._nodes] if self._nodes else [])]:

@@ -4,10 +4,10 @@ Worker StatefulSets use OnDelete, so a new pod template (image, resources, volum
 itself. The operator replaces them: drain an outdated pod's node (reason UPDATE), wait until
 it runs nothing, delete the pod (the StatefulSet makes it anew from the new template), and resume the
 node if its old drain is still on the new registration. At most `maxUnavailable` nodes of the node set
-are out of service for the rollout at a time: outdated ones drained for it, new ones not yet
-serving, and ones deleted and not yet made again. An outdated pod whose node serves nothing (never registered, down) is replaced at once. A node
-someone else drained keeps its pod and its drain: the rollout says it waits for it. Slurm's state
-unknown: nothing moves.
+are out of service for the rollout at a time: outdated ones drained for it, new ones not yet serving,
+and ones deleted and not yet made again. An outdated pod whose node serves nothing (never registered,
+down) is replaced at once. A node someone else drained keeps its pod and its drain: the rollout says
+it waits for it. Slurm's state unknown: nothing moves.
 """
 from __future__ import annotations
 

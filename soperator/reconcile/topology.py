@@ -27,7 +27,6 @@ from soperator.render.configs import NO_BLOCK, ROOT_SWITCH, TOPOLOGY_NAME, UNPLA
 from soperator.slurm import SlurmNode
 
 
-
 @dataclass(frozen=True)
 class Placement:
     wanted: dict[str, str] = field(default_factory=dict)  # Slurm node: its place, for those that have one

@@ -196,12 +196,7 @@ def registry_binary(bin_dir: Path = BIN) -> Path:
 
 def kwok_binary(bin_dir: Path = BIN) -> Path:
     """KWOK's controller, for the scale rig only: built on first use, as the registry is."""
-    go = go_binary()
-
-    def build() -> None:
-        _go_build(go, KWOK, str(bin_dir / "kwok"), [f"{KWOK_MODULE}/cmd/kwok"], "", what="kwok")
-
-    return _cached(go, KWOK, bin_dir, ("kwok",), "", build)["kwok"]
+    return _build(go_binary(), KWOK, bin_dir, ("kwok",), f"{KWOK_MODULE}/cmd/kwok", "")["kwok"]
 
 
 def kwok_stages(names: tuple[str, ...]) -> str:

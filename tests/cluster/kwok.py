@@ -8,9 +8,9 @@ it tolerates it.
 """
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
 
 from tests.cluster.build import kwok_binary, kwok_stages
 from tests.cluster.controlplane import ControlPlane, ControlPlaneError
@@ -23,7 +23,7 @@ TOLERATION = {"key": TAINT["key"], "operator": "Equal", "value": "fake", "effect
 # enough for 65,000 pods.
 POD_CIDR = "10.218.0.0/16"
 # A lease renewed every 150 s (KWOK renews at a quarter of its duration): a thousand nodes cost 7
-# writes a second, not 100. The controller-manager's grace period is raised above it (CONTROLLER_ARGS).
+# writes a second, not 100. The controller-manager's grace period is raised above it (PLANE_ARGS).
 LEASE_SECONDS = 600
 STAGES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
           "pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml")
@@ -39,7 +39,6 @@ PLANE_ARGS = {
 
 class Kwok:
     def __init__(self, plane: ControlPlane, workdir: Path):
-        self.plane, self.workdir = plane, workdir
         workdir.mkdir(parents=True, exist_ok=True)
         config = workdir / "kwok.yaml"
         config.write_text(kwok_stages(STAGES))
@@ -49,10 +48,9 @@ class Kwok:
             f"--node-lease-duration-seconds={LEASE_SECONDS}", "-v=WARN"], workdir / "kwok.log")
 
     def start(self, timeout: float = 60) -> "Kwok":
-        import time
-
         self.component.start()
-        # Up once it logs nothing fatal for a moment: KWOK has no readiness endpoint without its server.
+        # KWOK has no readiness endpoint without its server: this only fails a KWOK that exited at
+        # once (a bad flag or config); the nodes it manages show it working (Ready).
         wait_for(self.component, lambda: True, time.monotonic() + timeout, ControlPlaneError)
         return self
 
@@ -76,10 +74,4 @@ def create_nodes(core_v1, nodes: list[dict], parallel: int = 8) -> None:
     """Made with a few requests in flight: one at a time, 10,000 nodes take minutes of round trips."""
     with ThreadPoolExecutor(parallel) as pool:
         list(pool.map(core_v1.create_node, nodes))
-
-
-def delete_nodes(core_v1, names: list[str], parallel: int = 8) -> None:
-    with ThreadPoolExecutor(parallel) as pool:
-        list(pool.map(core_v1.delete_node, names))
-
 

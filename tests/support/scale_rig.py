@@ -150,14 +150,22 @@ class Rig:
         running = self.running()
         gone = sorted(n for n, uid in self.records.items() if running.get(n) != uid)
         new = sorted(n for n, uid in running.items() if self.records.get(n) != uid)
-        for names in hostlist(gone) if gone else []:
+        for names in hostlist(gone):
             self.slurm("scontrol", "delete", f"NodeName={names}")
-        for names in hostlist(new) if new else []:
+        for names in hostlist(new):
             self.slurm("scontrol", "create", f"NodeName={names}", "State=EXTERNAL", *self.node_conf.split())
         for name in gone:
             del self.records[name]
         self.records.update((n, running[n]) for n in new)
         return len(new), len(gone)
+
+    def revision(self) -> str | None:
+        """The pod template revision the StatefulSet and every worker pod are on; None while a rollout
+        is under way (or the StatefulSet controller has not yet seen a new template)."""
+        status = self.reader.get("apps/v1", "StatefulSet", NAMESPACE, f"{NAME}-cpu")["status"]
+        pods = {p["metadata"]["labels"].get("controller-revision-hash") for p in self.pods()}
+        return status.get("updateRevision") if pods == {status.get("updateRevision")} == \
+            {status.get("currentRevision")} else None
 
     def slurm(self, *argv: str) -> str:
         proc = self.box.run(*argv, timeout=120)
@@ -245,9 +253,9 @@ def _spool_claim(core) -> None:
 
 
 @contextlib.contextmanager
-def scale_rig(nodes: int, max_replicas: int | None = None, watch: bool = True) -> Iterator[Rig]:
+def scale_rig(nodes: int, watch: bool = True) -> Iterator[Rig]:
     """`nodes` KWOK nodes (one per worker, and the controller's) on a fresh control plane, the CRD and
-    namespace made, the sandbox's slurmctld and slurmrestd up for a cluster of up to `max_replicas`
+    namespace made, the sandbox's slurmctld and slurmrestd up for a cluster of up to `nodes`
     workers; everything stopped and removed at the end. `watch`: the operator's pods and nodes from
     watched lists, as in production; False: listed every pass (to compare)."""
     from kubernetes import client
@@ -267,7 +275,7 @@ def scale_rig(nodes: int, max_replicas: int | None = None, watch: bool = True) -
         kwok = Kwok(plane, work / "kwok").start()
         create_nodes(core, [node(f"kwok-{i}") for i in range(nodes)])
         _spool_claim(core)
-        cluster = make_cluster(name=NAME, **spec(max_replicas or nodes))
+        cluster = make_cluster(name=NAME, **spec(nodes))
         key = generate_jwt_key()
         (work / "slurm").mkdir()
         box = SlurmSandbox(work / "slurm", slurm_files(cluster), controller_host(cluster), generate_munge_key(),
